@@ -1,0 +1,43 @@
+"""The CPU backend: PyTorch on the host, with the intra-op thread count as part of the plan.
+
+Threads matter: on a 2-core machine with one core kept busy by another process, 1 thread trains
+about twice as fast as 2 (the second thread waits on a core it cannot get at every parallel
+region); idle, 2 threads win by ~15%. So each thread count is its own plan.
+"""
+from __future__ import annotations
+
+from ..plans import Availability, Plan
+from .base import Backend
+
+
+def thread_counts(logical_cpus: int) -> list[int]:
+    """1, 2, 4, ... up to the core count, plus the core count itself."""
+    counts, n = [], 1
+    while n < logical_cpus:
+        counts.append(n)
+        n *= 2
+    counts.append(max(logical_cpus, 1))
+    return counts
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    title = "CPU (PyTorch)"
+    runs_on = "host CPU cores"
+
+    def availability(self) -> Availability:
+        return Availability(True)
+
+    def plans(self, logical_cpus: int) -> list[Plan]:
+        return [Plan("cpu", threads=t) for t in thread_counts(logical_cpus)]
+
+    def device(self, plan: Plan):  # type: ignore[no-untyped-def]
+        import torch
+
+        return torch.device("cpu")
+
+    def activate(self, plan: Plan) -> None:
+        import torch
+
+        if plan.threads:
+            torch.set_num_threads(plan.threads)

@@ -1,0 +1,32 @@
+"""Errors a user can act on. Each carries the file (when one is involved) and the problem in one line;
+the CLI prints `str(error)` and exits 1 without a traceback."""
+from __future__ import annotations
+
+
+class TrainPilotError(Exception):
+    """Base for every error that is the user's input, not a bug."""
+
+    def __init__(self, problem: str, path: object | None = None):
+        self.problem = problem
+        self.path = str(path) if path is not None else None
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
+class DatasetError(TrainPilotError):
+    pass
+
+
+class WorkloadError(TrainPilotError):
+    pass
+
+
+class ConfigError(TrainPilotError):
+    pass
+
+
+class CheckpointError(TrainPilotError):
+    pass
+
+
+class BackendUnavailable(TrainPilotError):
+    pass

@@ -1,0 +1,66 @@
+"""A plan is one concrete way to run a training job: a backend plus the settings that matter for speed."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Plan:
+    backend: str  # "cpu" | "ane" | "mps" | "cuda"
+    threads: int | None = None  # CPU intra-op threads; None for accelerators (host threads left as is)
+    device: str | None = None  # torch device string for accelerators, e.g. "cuda:0"
+    mode: str | None = None  # backend-specific mode, e.g. the ANE's "frozen-backbone"
+
+    @property
+    def label(self) -> str:
+        parts = [self.backend]
+        if self.threads:
+            parts.append(f"{self.threads} thread" + ("s" if self.threads != 1 else ""))
+        if self.device and self.device not in (self.backend, f"{self.backend}:0"):
+            parts.append(self.device)
+        if self.mode:
+            parts.append(self.mode)
+        return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        return cls(
+            backend=str(data["backend"]),
+            threads=data.get("threads"),
+            device=data.get("device"),
+            mode=data.get("mode"),
+        )
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether something can run, and why not when it cannot. Unavailable is never shown as 0."""
+
+    available: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:  # lets callers write `if backend.availability():`
+        return self.available
+
+    @property
+    def display(self) -> str:
+        return "available" if self.available else f"n/a: {self.reason}"
+
+
+@dataclass(frozen=True)
+class PlanPrediction:
+    """The cost model's (or the first estimate's) answer for one plan."""
+
+    plan: Plan
+    predicted_s: float | None  # whole run; None when the plan is excluded
+    excluded_reason: str | None = None
+    source: str = "estimate"  # "estimate" | "roofline" | "history"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def excluded(self) -> bool:
+        return self.excluded_reason is not None
