@@ -1,0 +1,31 @@
+"""TrainPilot: a hardware-aware agent that picks where a network trains fastest, trains it there,
+and learns from the difference between predicted and actual time.
+
+The public names are imported lazily so `import trainpilot` (and `trainpilot --help`) stays fast:
+torch loads only when something that needs it is touched.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "HardwareOrchestrator": "trainpilot.agent",
+    "TrainingEnvironment": "trainpilot.environment",
+    "TrainingSession": "trainpilot.session",
+    "SessionConfig": "trainpilot.session",
+    "Plan": "trainpilot.plans",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'trainpilot' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module_name), name)
+
+
+__all__ = list(_LAZY) + ["__version__"]
