@@ -64,3 +64,16 @@ class PlanPrediction:
     @property
     def excluded(self) -> bool:
         return self.excluded_reason is not None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a predictor's `decide` returns: the chosen plan, how sure, and the reasoning lines the
+    agent turns into events (each line is shown in the TUI trace and in --json)."""
+
+    plan: Plan
+    predicted_s: float | None
+    confidence: float
+    reasoning: tuple[str, ...] = ()
+    margin: float | None = None  # runner-up time / chosen time - 1
+    policy: str = "rules"  # "rules" (cold-start cascade) | "cost-model"

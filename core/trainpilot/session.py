@@ -1,0 +1,462 @@
+"""A training session as a stream of typed events.
+
+`TrainingSession.events()` runs the whole session in the calling thread (the TUI runs it in a
+thread worker; headless mode iterates it directly) and yields events: observe, think, decide,
+train (step and epoch events), finish. Other threads steer it through `override_backend`,
+`pause`, `resume` and `request_stop`; each request is applied at the next step boundary, so the
+model and optimizer are never touched mid-step.
+"""
+from __future__ import annotations
+
+import queue
+import secrets
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import events as ev
+from .plans import Availability, Plan, PlanPrediction
+
+STEP_EVENT_INTERVAL_S = 0.05  # at most ~20 StepProgressed events a second: enough for a smooth bar
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    model: str | dict[str, Any] = "small_cnn"
+    dataset: str | None = None  # None or "demo": the bundled demo set
+    epochs: int = 3
+    batch_size: int = 64
+    lr: float = 1e-3
+    seed: int = 0
+    backend: str = "auto"  # auto | cpu | ane | mps | cuda
+    threads: int | None = None
+    val_fraction: float = 0.1
+    run_id: str | None = None
+    resume: str | None = None  # run id (or checkpoint path) to resume
+    record_history: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+@dataclass
+class _Segment:
+    plan: Plan
+    steps: int = 0
+    seconds: float = 0.0
+    predicted_s: float | None = None
+
+
+@dataclass
+class _Runtime:
+    """Mutable state of a running session, kept together so `result()` can be built at any time."""
+
+    epoch_records: list[dict[str, Any]] = field(default_factory=list)
+    plan_changes: list[dict[str, Any]] = field(default_factory=list)
+    confidence: float | None = None
+    policy: str = "rules"
+    predicted_total_s: float | None = None
+    train_seconds: float = 0.0
+    fallback_reason: str | None = None
+    val_accuracy: float | None = None
+    checkpoint: str | None = None
+
+
+class TrainingSession:
+    def __init__(self, config: SessionConfig, orchestrator: Any = None, dataset: Any = None):
+        self.config = config
+        self.run_id = config.run_id or new_run_id()
+        self._orchestrator = orchestrator
+        self._dataset = dataset  # a preloaded data.Dataset (the seed API passes arrays)
+        self._commands: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self._pause = threading.Event()
+        self._stop_reason: str | None = None
+        self._lock = threading.Lock()
+        self.plan: Plan | None = None
+        self.predictions: dict[Plan, PlanPrediction] = {}
+        self.profile: Any = None
+        self.rt = _Runtime()
+        self.finished: ev.RunFinished | None = None
+        self.trainer: Any = None
+
+    # ---------------------------------------------------------------- steering (any thread)
+
+    def override_backend(self, backend: str, threads: int | None = None) -> Availability:
+        """Ask to move the run to another backend at the next step boundary. Refused at once (and
+        as an `OverrideRefused` event) when the backend cannot run here."""
+        from .backends import BACKEND_NAMES, get_backend
+
+        if backend not in BACKEND_NAMES:
+            return Availability(False, f"unknown backend '{backend}'")
+        avail = get_backend(backend).availability()
+        if avail and self.profile is not None:
+            avail = get_backend(backend).supports(self.profile)
+        self._commands.put(("override", (backend, threads, avail)))
+        return avail
+
+    def pause(self) -> None:
+        self._commands.put(("pause", None))
+
+    def resume(self) -> None:
+        self._commands.put(("resume", None))
+
+    def request_stop(self, reason: str = "user") -> None:
+        """Finish the current step, checkpoint, and end the run as interrupted."""
+        with self._lock:
+            self._stop_reason = self._stop_reason or reason
+        self._pause.clear()
+        self._commands.put(("wake", None))
+
+    @property
+    def paused(self) -> bool:
+        return self._pause.is_set()
+
+    # ---------------------------------------------------------------- the stream
+
+    def events(self) -> Iterator[ev.Event]:
+        from .errors import TrainPilotError
+
+        try:
+            yield from self._run()
+        except TrainPilotError as exc:
+            yield self._finish("failed", str(exc))
+        except Exception as exc:  # a bug or a device fault we could not recover from
+            yield self._finish("failed", f"{type(exc).__name__}: {exc}")
+
+    def _emit_step(self, step: Any) -> ev.AgentStepped:
+        return ev.AgentStepped(self.run_id, step.phase, step.text, step.confidence, dict(step.data))
+
+    def _run(self) -> Iterator[ev.Event]:
+        import torch
+
+        from .agent import HardwareOrchestrator, observe_hardware
+        from .checkpoint import load_checkpoint
+        from .data import resolve_dataset
+        from .monitor import measure_load
+        from .paths import run_dir
+        from .trainer import Trainer, seed_everything
+        from .workload import ModelSpec, build_model, profile_model
+
+        cfg = self.config
+        resume_state = None
+        if cfg.resume:
+            resume_state = load_checkpoint(_checkpoint_path(cfg.resume))
+            saved = resume_state["config"]
+            cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], epochs=max(cfg.epochs, saved["epochs"]) if cfg.epochs != SessionConfig.epochs else saved["epochs"])
+            self.config = cfg
+            self.run_id = resume_state.get("run_id", self.run_id)
+        spec = ModelSpec.from_config(cfg.model)
+        dataset = self._dataset if self._dataset is not None else resolve_dataset(cfg.dataset)
+        train_set, val_set = dataset.split(cfg.val_fraction, cfg.seed)
+        seed_everything(cfg.seed)
+        model = build_model(spec, dataset.sample_shape, dataset.num_classes)
+        profile = profile_model(model, dataset.sample_shape, dataset.num_classes, len(train_set), name=spec.name, batch_size=cfg.batch_size, epochs=cfg.epochs)
+        self.profile = profile
+        seed_everything(cfg.seed)  # profiling consumed random numbers; restart the stream for the run
+        model = build_model(spec, dataset.sample_shape, dataset.num_classes)
+        start_epoch = int(resume_state["epoch"]) if resume_state else 0
+        start_step = int(resume_state["step"]) if resume_state else 0
+        yield ev.SessionStarted(self.run_id, spec.name, dataset.source, cfg.epochs, cfg.batch_size, len(train_set), len(val_set), resumed_from_epoch=start_epoch)
+
+        # OBSERVE
+        agent = self._orchestrator or HardwareOrchestrator()
+        self._orchestrator = agent
+        load = measure_load(0.3)
+        observation = observe_hardware(agent.hardware, load)
+        step = agent.observe(observation, profile)
+        yield ev.HardwareObserved(self.run_id, profile.to_dict(), observation, step.text)
+        yield self._emit_step(step)
+
+        # THINK
+        trace_start = len(agent.trace)
+        planning = agent.plan(profile, load, observation)
+        for s in agent.trace[trace_start:]:
+            yield self._emit_step(s)
+        self.predictions = {p.plan: p for p in planning.predictions}
+        decision = planning.decision
+        self.rt.confidence, self.rt.policy = decision.confidence, decision.policy
+        plan, source, reason = decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision"
+        if cfg.backend != "auto" or cfg.threads:
+            plan, source, reason = self._forced_plan(cfg, agent, profile, load)
+        if resume_state and source == "agent":
+            source, reason = "resume", f"resumed run {self.run_id} from epoch {start_epoch}, step {start_step}"
+
+        # ACT
+        self.trainer = Trainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
+        trainer = self.trainer
+        if resume_state:
+            trainer.load_state_dict(resume_state)
+            self.rt.epoch_records = list(resume_state.get("epoch_records", []))
+        yield from self._switch(plan, source, reason, self.rt.confidence if source == "agent" else None, load)
+        self.rt.predicted_total_s = self._predicted_epoch_s(plan, load) * cfg.epochs if self._predicted_epoch_s(plan, load) else None
+
+        run_path = run_dir(self.run_id)
+        steps_per_epoch = trainer.steps_per_epoch
+        for epoch in range(start_epoch, cfg.epochs):
+            segments = [_Segment(self.plan)]  # type: ignore[arg-type]
+            loss_sum = correct = seen = 0.0
+            epoch_start = time.perf_counter()
+            last_emit = 0.0
+            first_step = start_step if epoch == start_epoch else 0
+            for step_index in range(first_step, steps_per_epoch):
+                # Step boundary: apply what other threads asked for.
+                yield from self._apply_commands(load, segments)
+                if self._stop_reason:
+                    yield from self._checkpoint(run_path, epoch, step_index, "interrupt")
+                    yield self._finish("interrupted", f"stopped ({self._stop_reason}) at epoch {epoch + 1}, step {step_index}; resume with --resume {self.run_id}")
+                    return
+                try:
+                    result = trainer.train_step(epoch, step_index)
+                except Exception as exc:
+                    if self.plan is None or self.plan.backend == "cpu":
+                        raise
+                    # A device fault: continue on the CPU from the state we have (parameters are
+                    # only replaced after a whole optimizer step), and say why.
+                    self.rt.fallback_reason = f"{self.plan.backend} failed: {type(exc).__name__}: {exc}"
+                    yield from self._switch(Plan("cpu", threads=agent.hardware.logical_cpus), "fallback", self.rt.fallback_reason, None, load)
+                    segments.append(_Segment(self.plan))  # type: ignore[arg-type]
+                    result = trainer.train_step(epoch, step_index)
+                segments[-1].steps += 1
+                segments[-1].seconds += result.seconds
+                loss_sum += result.loss * result.seen
+                correct += result.correct
+                seen += result.seen
+                now = time.perf_counter()
+                if now - last_emit >= STEP_EVENT_INTERVAL_S or result.step == steps_per_epoch:
+                    last_emit = now
+                    yield ev.StepProgressed(self.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, self._eta(epoch, result.step, steps_per_epoch, load))
+            trainer.synchronize()
+            actual = sum(s.seconds for s in segments)
+            val_acc = trainer.evaluate()
+            self.rt.val_accuracy = val_acc
+            predicted = self._segments_predicted(segments, steps_per_epoch, load)
+            record = {
+                "epoch": epoch + 1,
+                "loss": loss_sum / max(seen, 1),
+                "accuracy": correct / max(seen, 1),
+                "val_accuracy": val_acc,
+                "predicted_s": predicted,
+                "actual_s": actual,
+                "plan": self.plan.to_dict(),  # type: ignore[union-attr]
+                "segments": [{"plan": s.plan.to_dict(), "steps": s.steps, "actual_s": s.seconds, "predicted_s": s.predicted_s} for s in segments if s.steps],
+            }
+            self.rt.epoch_records.append(record)
+            self.rt.train_seconds += actual
+            yield ev.EpochTimed(self.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, actual, self.plan, tuple(record["segments"]))  # type: ignore[arg-type]
+            yield from self._checkpoint(run_path, epoch + 1, 0, "epoch")
+        del torch
+        yield self._finish("success", self._success_message())
+
+    # ---------------------------------------------------------------- helpers
+
+    def _forced_plan(self, cfg: SessionConfig, agent: Any, profile: Any, load: Any) -> tuple[Plan, str, str]:
+        from .backends import get_backend
+
+        name = "cpu" if cfg.backend == "auto" else cfg.backend
+        backend = get_backend(name)
+        avail = backend.availability()
+        if avail:
+            avail = backend.supports(profile)
+        if not avail:
+            self.rt.fallback_reason = f"{name} unavailable: {avail.reason}"
+            threads = cfg.threads or agent.hardware.logical_cpus
+            return Plan("cpu", threads=threads), "fallback", f"{name} requested but unavailable ({avail.reason}); running on the CPU"
+        plans = backend.plans(agent.hardware.logical_cpus)
+        if name == "cpu":
+            threads = cfg.threads or (agent.last_plan.threads if agent.last_plan and agent.last_plan.backend == "cpu" else None) or agent.hardware.logical_cpus
+            return Plan("cpu", threads=threads), "user", f"requested --backend cpu with {threads} thread(s)"
+        return plans[0], "user", f"requested --backend {name}"
+
+    def _predicted_epoch_s(self, plan: Plan, load: Any) -> float | None:
+        prediction = self.predictions.get(plan)
+        if prediction is None and self._orchestrator is not None and self.profile is not None:
+            try:
+                prediction = self._orchestrator.predictor.predict(self.profile, plan, load)
+            except Exception:
+                prediction = None
+            if prediction is not None:
+                self.predictions[plan] = prediction
+        if prediction is None or prediction.predicted_s is None:
+            return None
+        per_epoch = prediction.detail.get("per_epoch_s")
+        return float(per_epoch) if per_epoch is not None else prediction.predicted_s / max(self.profile.epochs, 1)
+
+    def _segments_predicted(self, segments: list[_Segment], steps_per_epoch: int, load: Any) -> float | None:
+        total = 0.0
+        for seg in segments:
+            per_epoch = self._predicted_epoch_s(seg.plan, load)
+            if per_epoch is None:
+                return None
+            seg.predicted_s = per_epoch * seg.steps / steps_per_epoch
+            total += seg.predicted_s
+        return total
+
+    def _eta(self, epoch: int, step: int, steps_per_epoch: int, load: Any) -> float | None:
+        """Remaining time from the prediction, corrected by how fast this run has actually gone."""
+        assert self.plan is not None
+        per_epoch = self._predicted_epoch_s(self.plan, load)
+        if per_epoch is None:
+            return None
+        done = sum(r["actual_s"] for r in self.rt.epoch_records)
+        predicted_done = sum(r["predicted_s"] or 0 for r in self.rt.epoch_records)
+        ratio = done / predicted_done if predicted_done > 0 else 1.0
+        remaining_steps = (self.config.epochs - epoch - 1) * steps_per_epoch + (steps_per_epoch - step)
+        return per_epoch * remaining_steps / steps_per_epoch * ratio
+
+    def _switch(self, plan: Plan, source: str, reason: str, confidence: float | None, load: Any) -> Iterator[ev.Event]:
+        assert self.trainer is not None
+        switch_cost = None
+        if self.plan is not None and self.profile is not None:
+            switch_cost = _switch_cost_s(self.profile, self.plan, plan)
+        self.trainer.use_plan(plan)
+        self.plan = plan
+        per_epoch = self._predicted_epoch_s(plan, load)
+        remaining = per_epoch * max(self.config.epochs - len(self.rt.epoch_records), 0) if per_epoch else None
+        self.rt.plan_changes.append({"plan": plan.to_dict(), "source": source, "reason": reason, "at_epoch": len(self.rt.epoch_records) + 1})
+        yield ev.BackendChosen(self.run_id, plan, confidence, source, reason, remaining, switch_cost)
+
+    def _apply_commands(self, load: Any, segments: list[_Segment]) -> Iterator[ev.Event]:
+        while True:
+            try:
+                kind, arg = self._commands.get_nowait()
+            except queue.Empty:
+                if self._pause.is_set() and not self._stop_reason:
+                    kind, arg = self._commands.get()  # block while paused; any command wakes us
+                else:
+                    return
+            if kind == "pause" and not self._pause.is_set():
+                self._pause.set()
+                yield ev.SessionPaused(self.run_id, len(self.rt.epoch_records) + 1, segments[-1].steps)
+            elif kind == "resume" and self._pause.is_set():
+                self._pause.clear()
+                yield ev.SessionResumed(self.run_id, len(self.rt.epoch_records) + 1, segments[-1].steps)
+            elif kind == "override":
+                backend, threads, avail = arg
+                if not avail:
+                    yield ev.OverrideRefused(self.run_id, backend, avail.reason)
+                    continue
+                plan = self._plan_for(backend, threads)
+                if plan == self.plan:
+                    continue
+                yield from self._switch(plan, "user", f"user override to {plan.label}", None, load)
+                segments.append(_Segment(plan))
+
+    def _plan_for(self, backend: str, threads: int | None) -> Plan:
+        from .backends import get_backend
+
+        assert self._orchestrator is not None
+        plans = get_backend(backend).plans(self._orchestrator.hardware.logical_cpus)
+        if backend == "cpu":
+            if threads:
+                return Plan("cpu", threads=threads)
+            # the CPU plan the agent predicted fastest, not blindly all threads
+            timed = [p for p in self.predictions.values() if p.plan.backend == "cpu" and p.predicted_s is not None]
+            return min(timed, key=lambda p: p.predicted_s).plan if timed else plans[-1]  # type: ignore[arg-type, return-value]
+        return plans[0]
+
+    def _checkpoint(self, run_path: Path, epoch: int, step: int, reason: str) -> Iterator[ev.Event]:
+        from .checkpoint import save_checkpoint
+
+        assert self.trainer is not None
+        state = self.trainer.state_dict()
+        config = self.config.to_dict()
+        config["model"] = config["model"] if isinstance(config["model"], str) else dict(config["model"])
+        state.update(
+            epoch=epoch,
+            step=step,
+            run_id=self.run_id,
+            config=config,
+            plan=self.plan.to_dict() if self.plan else None,
+            epoch_records=self.rt.epoch_records,
+        )
+        path = save_checkpoint(run_path, state)
+        self.rt.checkpoint = str(path)
+        yield ev.CheckpointSaved(self.run_id, str(path), epoch, step, reason)
+
+    def _success_message(self) -> str:
+        assert self.plan is not None
+        acc = f", validation accuracy {self.rt.val_accuracy:.1%}" if self.rt.val_accuracy is not None else ""
+        pred = f" (predicted {self.rt.predicted_total_s:.1f}s)" if self.rt.predicted_total_s else ""
+        text = f"trained {self.config.epochs} epoch(s) on {self.plan.label} in {self.rt.train_seconds:.1f}s{pred}{acc}"
+        if self.rt.fallback_reason:
+            text += f"; fell back to the CPU: {self.rt.fallback_reason}"
+        return text
+
+    def result(self, status: str, message: str) -> dict[str, Any]:
+        """The run as the documented --json schema (see README, "JSON output")."""
+        profile = self.profile
+        epochs = self.rt.epoch_records
+        last = epochs[-1] if epochs else {}
+        predicted_total = None
+        if epochs and all(e["predicted_s"] is not None for e in epochs):
+            predicted_total = sum(e["predicted_s"] for e in epochs)
+        plan = self.plan
+        return {
+            "schema": 1,
+            "run_id": self.run_id,
+            "status": status,
+            "backend": plan.backend if plan else None,
+            "plan": plan.to_dict() if plan else None,
+            "confidence": self.rt.confidence,
+            "policy": self.rt.policy,
+            "model": profile.model if profile else None,
+            "dataset": self.config.dataset or "demo",
+            "params": profile.params if profile else None,
+            "predicted_s": predicted_total if predicted_total is not None else self.rt.predicted_total_s,
+            "actual_s": sum(e["actual_s"] for e in epochs) if epochs else None,
+            "execution_time": sum(e["actual_s"] for e in epochs) if epochs else 0.0,
+            "loss": last.get("loss"),
+            "accuracy": last.get("accuracy"),
+            "val_accuracy": last.get("val_accuracy"),
+            "message": message,
+            "fallback_reason": self.rt.fallback_reason,
+            "plan_changes": self.rt.plan_changes,
+            "checkpoint": self.rt.checkpoint,
+            "epochs": [{k: e[k] for k in ("epoch", "loss", "accuracy", "val_accuracy", "predicted_s", "actual_s", "plan", "segments")} for e in epochs],
+        }
+
+    def _finish(self, status: str, message: str) -> ev.RunFinished:
+        result = self.result(status, message)
+        if self.config.record_history and self.profile is not None and self.plan is not None and self._orchestrator is not None and self.rt.epoch_records:
+            try:
+                from .monitor import measure_load
+
+                self._orchestrator.predictor.record(
+                    self.profile, self.plan, measure_load(0.0), result["predicted_s"], result["actual_s"] or 0.0,
+                    run_id=self.run_id, status=status, epochs_done=len(self.rt.epoch_records),
+                )
+            except Exception:
+                pass  # learning is best-effort; the run's own result must still come out
+        self.finished = ev.RunFinished(self.run_id, status, message, result)
+        return self.finished
+
+
+def _switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:
+    """Predicted cost of moving the run between plans: copying weights and optimizer state (Adam:
+    3x the weights) across the device boundary at a conservative 2 GB/s; free between CPU plans."""
+    if old.backend == new.backend == "cpu":
+        return 0.0
+    return 3 * profile.weight_bytes / 2e9 + 0.05
+
+
+def _checkpoint_path(resume: str) -> Path:
+    from .paths import runs_dir
+
+    candidate = Path(resume).expanduser()
+    if candidate.exists():
+        return candidate
+    return runs_dir() / resume
+
+
+def run_session(config: SessionConfig, **kwargs: Any) -> tuple[dict[str, Any], list[ev.Event]]:
+    """Run a whole session and return (result, events): the simplest way to train from Python."""
+    session = TrainingSession(config, **kwargs)
+    collected = list(session.events())
+    assert session.finished is not None
+    return session.finished.result, collected

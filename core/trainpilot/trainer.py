@@ -1,0 +1,143 @@
+"""The generic PyTorch training loop, one step at a time so the session can act between steps.
+
+The trainer owns the model, the optimizer and the data order; a plan switch moves the weights and
+the optimizer state to the new device without touching either, so training continues exactly
+where it was. Epoch order is a permutation seeded by (seed, epoch): a run resumed from a
+checkpoint sees the same batches as one that never stopped.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .backends import get_backend, move_optimizer_state
+from .data import Dataset
+from .plans import Plan
+
+
+@dataclass
+class StepResult:
+    epoch: int
+    step: int  # 1-based index of the step just done within the epoch
+    steps_per_epoch: int
+    loss: float
+    correct: int
+    seen: int
+    seconds: float
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % (2**32))
+
+
+class Trainer:
+    def __init__(self, model: nn.Module, train: Dataset, val: Dataset, *, batch_size: int, lr: float, seed: int):
+        self.full_model = model
+        self.model = model  # what trains now; a backend may narrow it (the ANE's head)
+        self.train_set, self.val_set = train, val
+        self.batch_size, self.seed = batch_size, seed
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.plan: Plan | None = None
+        self.device = torch.device("cpu")
+        self._inputs: Any = train.X
+        self._order: np.ndarray | None = None
+        self._order_epoch = -1
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return max(1, math.ceil(len(self.train_set) / self.batch_size))
+
+    # ---------------------------------------------------------------- plans
+
+    def use_plan(self, plan: Plan) -> None:
+        """Make `plan` the one the next step runs on; weights and optimizer state follow."""
+        backend = get_backend(plan.backend)
+        backend.activate(plan)
+        device = backend.device(plan)
+        if self.plan is not None:
+            get_backend(self.plan.backend).synchronize(self.plan)
+        self.full_model.to(device)
+        move_optimizer_state(self.optimizer, device)
+        self.model, self._inputs = backend.adapt_job(self.full_model, self.train_set.X, plan)
+        self.device, self.plan = device, plan
+
+    def synchronize(self) -> None:
+        if self.plan is not None:
+            get_backend(self.plan.backend).synchronize(self.plan)
+
+    # ---------------------------------------------------------------- steps
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        if self._order_epoch != epoch:
+            self._order = np.random.default_rng([self.seed, epoch]).permutation(len(self.train_set))
+            self._order_epoch = epoch
+        assert self._order is not None
+        return self._order
+
+    def _batch(self, array: Any, idx: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(array[idx]), dtype=torch.float32)
+
+    def train_step(self, epoch: int, step: int) -> StepResult:
+        """Run step `step` (0-based) of `epoch` and return what it did."""
+        start = time.perf_counter()
+        order = self.epoch_order(epoch)
+        idx = order[step * self.batch_size : (step + 1) * self.batch_size]
+        x = self._batch(self._inputs, idx).to(self.device, non_blocking=True)
+        y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.model(x)
+        loss = self.loss_fn(logits, y)
+        loss.backward()
+        self.optimizer.step()
+        correct = int((logits.argmax(dim=1) == y).sum())  # .item() syncs the device: timings stay honest
+        return StepResult(epoch, step + 1, self.steps_per_epoch, float(loss.detach()), correct, len(idx), time.perf_counter() - start)
+
+    @torch.no_grad()
+    def evaluate(self) -> float | None:
+        """Accuracy of the whole model on the held-out split (None when there is none)."""
+        if len(self.val_set) == 0:
+            return None
+        model = self.full_model
+        model.eval()
+        correct = 0
+        for start in range(0, len(self.val_set), 512):
+            idx = np.arange(start, min(start + 512, len(self.val_set)))
+            x = self._batch(self.val_set.X, idx).to(self.device)
+            y = torch.as_tensor(self.val_set.y[idx]).to(self.device)
+            correct += int((model(x).argmax(dim=1) == y).sum())
+        return correct / len(self.val_set)
+
+    # ---------------------------------------------------------------- state
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model_state": {k: v.detach().cpu() for k, v in self.full_model.state_dict().items()},
+            "optimizer_state": _to_cpu(self.optimizer.state_dict()),
+            "torch_rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.full_model.load_state_dict(state["model_state"])
+        self.optimizer.load_state_dict(state["optimizer_state"])
+        move_optimizer_state(self.optimizer, self.device)
+        if isinstance(state.get("torch_rng"), torch.Tensor):
+            torch.set_rng_state(state["torch_rng"])
+
+
+def _to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_cpu(v) for v in value]
+    return value

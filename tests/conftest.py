@@ -1,0 +1,11 @@
+"""Every test gets its own TRAINPILOT_HOME, so no test reads or writes the user's history."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def trainpilot_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    home = tmp_path_factory.mktemp("tp-home")
+    monkeypatch.setenv("TRAINPILOT_HOME", str(home))
+    return home

@@ -1,0 +1,67 @@
+"""Renders a session's events on stderr: the agent's reasoning as lines, training as a progress bar.
+
+stdout stays clean for --json / --jsonl, so `trainpilot headless run --json | jq` works.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from trainpilot import events as ev
+
+
+class StderrProgress:
+    def __init__(self, quiet: bool = False):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True, highlight=False)
+        self.quiet = quiet
+        self.progress = Progress(
+            TextColumn("[bold]epoch {task.fields[epoch]}/{task.fields[epochs]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]:.3f}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
+            console=self.console,
+            transient=True,
+        )
+        self.task: Any = None
+        self.epochs = 0
+
+    def __enter__(self) -> "StderrProgress":
+        if not self.quiet:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def _line(self, text: str) -> None:
+        if not self.quiet:
+            self.progress.console.print(text, soft_wrap=True)
+
+    def handle(self, event: ev.Event) -> None:
+        if isinstance(event, ev.SessionStarted):
+            self.epochs = event.epochs
+            resumed = f", resuming at epoch {event.resumed_from_epoch + 1}" if event.resumed_from_epoch else ""
+            self._line(f"[bold]run {event.run_id}[/]: {event.model} on {event.dataset} ({event.train_samples} train / {event.val_samples} validation samples){resumed}")
+        elif isinstance(event, ev.AgentStepped):
+            self._line(f"[dim]{event.phase:>7}[/] {event.text}")
+        elif isinstance(event, ev.BackendChosen):
+            reason = "" if event.source == "agent" else f": {event.reason}"
+            self._line(f"[bold]    act[/] train on {event.plan.label} [dim]({event.source}{reason})[/]")
+        elif isinstance(event, ev.OverrideRefused):
+            self._line(f"[yellow]override to {event.requested} refused: {event.reason}[/]")
+        elif isinstance(event, ev.StepProgressed):
+            eta = f"{event.eta_s:.0f}s" if event.eta_s is not None else "?"
+            if self.task is None:
+                self.task = self.progress.add_task("train", total=event.steps_per_epoch, epoch=event.epoch, epochs=self.epochs, loss=event.loss, eta=eta)
+            self.progress.update(self.task, completed=event.step, total=event.steps_per_epoch, epoch=event.epoch, loss=event.loss, eta=eta)
+        elif isinstance(event, ev.EpochTimed):
+            pred = f"{event.predicted_s:.2f}s" if event.predicted_s is not None else "n/a"
+            val = f", val acc {event.val_accuracy:.1%}" if event.val_accuracy is not None else ""
+            self._line(f"  epoch {event.epoch}: loss {event.loss:.3f}, acc {event.accuracy:.1%}{val}; predicted {pred}, actual {event.actual_s:.2f}s on {event.plan.label}")
+        elif isinstance(event, ev.RunFinished):
+            style = {"success": "green", "interrupted": "yellow"}.get(event.status, "red")
+            self._line(f"[{style}]{event.status}[/]: {event.message}")
