@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .estimate import FirstEstimate, cascade_backend
 from .plans import Availability, Decision, Plan, PlanPrediction
 from .predictor import Predictor
+from .units import seconds as fmt_s
 
 if TYPE_CHECKING:
     from .hardware import HardwareInfo
@@ -156,7 +157,9 @@ class HardwareOrchestrator:
         prof = _as_profile(profile)
         load = load_from_state(self.hardware_state or {}, self.hardware.logical_cpus)
         best = None
-        for plan in self.candidate_plans(prof, backends=[backend]):
+        for plan, avail in self.candidate_plans(prof, backends=[backend]):
+            if not avail:
+                continue
             prediction = self.predictor.predict(prof, plan, load)
             if prediction.predicted_s is not None and (best is None or prediction.predicted_s < best):
                 best = prediction.predicted_s
@@ -210,7 +213,7 @@ class HardwareOrchestrator:
                 else:
                     self._step(
                         "think",
-                        f"{plan.label}: predicted {prediction.predicted_s:.2f}s ({prediction.source})",
+                        f"{plan.label}: predicted {fmt_s(prediction.predicted_s)} ({prediction.source})",
                         data={"plan": plan.to_dict(), "predicted_s": prediction.predicted_s, "source": prediction.source},
                     )
             predictions.append(prediction)
@@ -221,7 +224,7 @@ class HardwareOrchestrator:
         decision = self.predictor.decide(profile, predictions, load, decision_state)
         for line in decision.reasoning:
             self._step("think", line, decision.confidence)
-        predicted = f", predicted {decision.predicted_s:.2f}s" if decision.predicted_s is not None else ""
+        predicted = f", predicted {fmt_s(decision.predicted_s)}" if decision.predicted_s is not None else ""
         self._step(
             "think",
             f"decision: {decision.plan.label}{predicted}, confidence {decision.confidence:.2f} ({decision.policy})",

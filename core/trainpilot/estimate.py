@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .plans import Decision, Plan, PlanPrediction
+from .units import seconds as fmt_s
 
 if TYPE_CHECKING:
     from .monitor import UtilizationSample
@@ -65,11 +66,12 @@ def free_cores(load: "UtilizationSample", logical_cpus: int) -> float:
 
 
 def load_penalty(threads: int, load: "UtilizationSample", logical_cpus: int) -> float:
-    """Slow-down of a `threads`-thread plan when other work holds some cores."""
-    available = free_cores(load, logical_cpus)
-    if threads <= max(available, 1.0) + 0.25:
+    """Slow-down of a `threads`-thread plan when other work holds some cores: none while every
+    thread has a free core, rising linearly to OVERSUBSCRIBED_PENALTY once a whole core is missing."""
+    deficit = threads - max(free_cores(load, logical_cpus), 1.0)
+    if deficit <= 0:
         return 1.0
-    return OVERSUBSCRIBED_PENALTY
+    return 1.0 + min(deficit, 1.0) * (OVERSUBSCRIBED_PENALTY - 1.0)
 
 
 class FirstEstimate:
@@ -158,7 +160,7 @@ def rule_cascade_decision(
         ordered = sorted(timed, key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
         runner = ordered[1]
         reasoning.append(
-            f"fastest {backend} plan by estimate: {best.plan.label} {best.predicted_s:.2f}s vs {runner.plan.label} {runner.predicted_s:.2f}s"
+            f"fastest {backend} plan by estimate: {best.plan.label} {fmt_s(best.predicted_s)} vs {runner.plan.label} {fmt_s(runner.predicted_s)}"
         )
     margin = None
     if len(timed) > 1 and best.predicted_s:

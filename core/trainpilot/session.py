@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 from . import events as ev
 from .plans import Availability, Plan, PlanPrediction
+from .units import seconds as fmt_s
 
 STEP_EVENT_INTERVAL_S = 0.05  # at most ~20 StepProgressed events a second: enough for a smooth bar
 
@@ -382,8 +383,8 @@ class TrainingSession:
     def _success_message(self) -> str:
         assert self.plan is not None
         acc = f", validation accuracy {self.rt.val_accuracy:.1%}" if self.rt.val_accuracy is not None else ""
-        pred = f" (predicted {self.rt.predicted_total_s:.1f}s)" if self.rt.predicted_total_s else ""
-        text = f"trained {self.config.epochs} epoch(s) on {self.plan.label} in {self.rt.train_seconds:.1f}s{pred}{acc}"
+        pred = f" (predicted {fmt_s(self.rt.predicted_total_s)})" if self.rt.predicted_total_s else ""
+        text = f"trained {self.config.epochs} epoch(s) on {self.plan.label} in {fmt_s(self.rt.train_seconds)}{pred}{acc}"
         if self.rt.fallback_reason:
             text += f"; fell back to the CPU: {self.rt.fallback_reason}"
         return text
