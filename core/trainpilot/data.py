@@ -133,7 +133,8 @@ def _load_npy(path: Path, mmap: bool) -> np.ndarray:
         # mmap keeps big feature arrays on disk; allow_pickle=False refuses object arrays (code).
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except ValueError as exc:
-        problem = "holds Python objects, which TrainPilot never unpickles" if "pickle" in str(exc) else f"not a valid .npy array ({exc})"
+        pickled = "pickle" in str(exc) or "Python objects" in str(exc)
+        problem = "holds Python objects, which TrainPilot never unpickles" if pickled else f"not a valid .npy array ({exc})"
         raise DatasetError(problem, path) from exc
     except (OSError, EOFError) as exc:
         raise DatasetError(f"not a valid .npy array ({exc})", path) from exc
