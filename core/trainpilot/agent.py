@@ -183,7 +183,8 @@ class HardwareOrchestrator:
         out: list[tuple[Plan, Availability]] = []
         for name in backends or BACKEND_NAMES:
             backend = get_backend(name)
-            avail = self.hardware.backends.get(name) or backend.availability()
+            # what the probe saw (an Availability(False) is falsy, so no `or` here)
+            avail = self.hardware.backends[name] if name in self.hardware.backends else backend.availability()
             if not avail:
                 out.append((Plan(name), avail))
                 continue

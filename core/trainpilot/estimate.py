@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .plans import Decision, Plan, PlanPrediction
 from .units import seconds as fmt_s
@@ -78,16 +78,17 @@ class FirstEstimate:
     """A `Predictor` that needs no calibration. Accelerator plans get no time estimate here (the
     rule cascade decides them); the cost model replaces this once the machine is calibrated."""
 
-    def __init__(self, logical_cpus: int | None = None):
+    def __init__(self, logical_cpus: int | None = None, throughput: "Callable[[int], float] | None" = None):
         from .hardware import usable_cpus
 
         self.logical_cpus = logical_cpus or usable_cpus()
+        self.throughput = throughput or measured_cpu_flops  # FLOP/s at a thread count
 
     def predict(self, profile: "WorkloadProfile", plan: Plan, load: "UtilizationSample") -> PlanPrediction:
         if plan.backend != "cpu":
             return PlanPrediction(plan, None, source="estimate", detail={"note": "no measured throughput for this device yet"})
         threads = plan.threads or self.logical_cpus
-        flops = measured_cpu_flops(threads)
+        flops = self.throughput(threads)
         step_s = profile.flops_per_sample * profile.batch_size / flops + STEP_OVERHEAD_S
         penalty = load_penalty(threads, load, self.logical_cpus)
         epoch_s = profile.steps_per_epoch * step_s * penalty

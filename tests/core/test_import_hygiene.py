@@ -1,0 +1,25 @@
+"""The core never imports a UI library; `import trainpilot` does not even import torch."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules))"], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_core_imports_no_ui_library():
+    loaded = _modules_after("import trainpilot.session, trainpilot.agent, trainpilot.workload, trainpilot.data, trainpilot.hardware, trainpilot.monitor")
+    assert not {"textual", "rich", "typer"} & loaded
+
+
+def test_import_trainpilot_is_light():
+    loaded = _modules_after("import trainpilot")
+    assert "torch" not in loaded
+
+
+def test_cli_help_does_not_import_torch():
+    loaded = _modules_after("import trainpilot_tui.cli")
+    assert "torch" not in loaded
