@@ -62,6 +62,6 @@ class StderrProgress:
             pred = f"{event.predicted_s:.2f}s" if event.predicted_s is not None else "n/a"
             val = f", val acc {event.val_accuracy:.1%}" if event.val_accuracy is not None else ""
             self._line(f"  epoch {event.epoch}: loss {event.loss:.3f}, acc {event.accuracy:.1%}{val}; predicted {pred}, actual {event.actual_s:.2f}s on {event.plan.label}")
-        elif isinstance(event, ev.RunFinished):
+        elif isinstance(event, ev.RunFinished) and event.status != "failed":  # failures: one `error:` line from the command
             style = {"success": "green", "interrupted": "yellow"}.get(event.status, "red")
             self._line(f"[{style}]{event.status}[/]: {event.message}")

@@ -111,9 +111,7 @@ def run_command(
         raise typer.Exit(EXIT_OK)
     if finished.status == "interrupted":
         raise typer.Exit(stop.code or EXIT_SIGINT)
-    if not quiet:
-        pass  # the progress renderer already printed the failure line
-    raise typer.Exit(EXIT_FAILURE)
+    fail(finished.message)  # one line, even with --quiet: a failure is never silent
 
 
 def make_dataset_command(
