@@ -33,7 +33,7 @@ _notes: list[str] = []
 
 class _ListHandler(logging.Handler):
     def __init__(self, sink: list[str]):
-        super().__init__(level=logging.DEBUG)
+        super().__init__(level=logging.INFO)
         self.sink = sink
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -53,7 +53,7 @@ def quiet_coremltools() -> Iterator[list[str]]:
     old_propagate, old_level = logger.propagate, logger.level
     logger.addHandler(handler)
     logger.propagate = False
-    logger.setLevel(logging.DEBUG)
+    logger.setLevel(logging.INFO)  # its DEBUG records are per-pass chatter, hundreds per conversion
     out, err = io.StringIO(), io.StringIO()
     try:
         with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
