@@ -134,8 +134,6 @@ class TrainingSession:
         return ev.AgentStepped(self.run_id, step.phase, step.text, step.confidence, dict(step.data))
 
     def _run(self) -> Iterator[ev.Event]:
-        import torch
-
         from .agent import HardwareOrchestrator, observe_hardware
         from .checkpoint import load_checkpoint
         from .data import resolve_dataset
@@ -149,7 +147,7 @@ class TrainingSession:
         if cfg.resume:
             resume_state = load_checkpoint(_checkpoint_path(cfg.resume))
             saved = resume_state["config"]
-            cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], epochs=max(cfg.epochs, saved["epochs"]) if cfg.epochs != SessionConfig.epochs else saved["epochs"])
+            cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], epochs=cfg.epochs if cfg.epochs != SessionConfig.epochs else saved["epochs"])  # --epochs given: train to it
             self.config = cfg
             self.run_id = resume_state.get("run_id", self.run_id)
         spec = ModelSpec.from_config(cfg.model)
@@ -251,7 +249,6 @@ class TrainingSession:
             self.rt.train_seconds += actual
             yield ev.EpochTimed(self.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, actual, self.plan, tuple(record["segments"]))  # type: ignore[arg-type]
             yield from self._checkpoint(run_path, epoch + 1, 0, "epoch")
-        del torch
         yield self._finish("success", self._success_message())
 
     # ---------------------------------------------------------------- helpers
