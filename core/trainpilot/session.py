@@ -8,15 +8,17 @@ model and optimizer are never touched mid-step.
 """
 from __future__ import annotations
 
+import math
 import queue
 import secrets
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 from . import events as ev
+from .errors import CheckpointError, TrainPilotError
 from .plans import Availability, Plan, PlanPrediction
 from .units import seconds as fmt_s
 
@@ -54,6 +56,42 @@ class _Segment:
     predicted_s: float | None = None
 
 
+class TrainingDiverged(TrainPilotError):
+    """The loss or the weights became NaN/infinite: the run stops before saving them."""
+
+
+@dataclass
+class _Totals:
+    """Running sums of the epoch in progress (checkpointed, so a resumed epoch reports whole-epoch figures)."""
+
+    loss_sum: float = 0.0
+    correct: float = 0.0
+    seen: float = 0.0
+
+    def copy(self) -> "_Totals":
+        return replace(self)
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "_Totals":
+        try:
+            return cls(float(data["loss_sum"]), float(data["correct"]), float(data["seen"]))
+        except (TypeError, KeyError, ValueError):
+            return cls()
+
+
+@dataclass
+class _Snapshot:
+    """The last state known to be good (CPU copies) and where it was: a device fault restarts here."""
+
+    epoch: int
+    step: int
+    totals: _Totals
+    state: dict[str, Any]
+
+
 @dataclass
 class _Runtime:
     """Mutable state of a running session, kept together so `result()` can be built at any time."""
@@ -85,6 +123,10 @@ class TrainingSession:
         self.rt = _Runtime()
         self.finished: ev.RunFinished | None = None
         self.trainer: Any = None
+        self._snapshot: _Snapshot | None = None
+        self._position: tuple[int, int, _Totals] = (0, 0, _Totals())
+        self._run_path: Path | None = None
+        self._fingerprint: dict[str, Any] | None = None
 
     # ---------------------------------------------------------------- steering (any thread)
 
@@ -121,8 +163,6 @@ class TrainingSession:
     # ---------------------------------------------------------------- the stream
 
     def events(self) -> Iterator[ev.Event]:
-        from .errors import TrainPilotError
-
         try:
             yield from self._run()
         except TrainPilotError as exc:
@@ -138,20 +178,24 @@ class TrainingSession:
         from .checkpoint import load_checkpoint
         from .data import resolve_dataset
         from .monitor import measure_load
-        from .paths import run_dir
+        from .paths import runs_dir
         from .trainer import Trainer, seed_everything
         from .workload import ModelSpec, build_model, profile_model
 
         cfg = self.config
         resume_state = None
         if cfg.resume:
-            resume_state = load_checkpoint(_checkpoint_path(cfg.resume))
+            resume_path = _checkpoint_path(cfg.resume)
+            resume_state = load_checkpoint(resume_path)
             saved = resume_state["config"]
             cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], epochs=cfg.epochs if cfg.epochs != SessionConfig.epochs else saved["epochs"])  # --epochs given: train to it
             self.config = cfg
             self.run_id = resume_state.get("run_id", self.run_id)
         spec = ModelSpec.from_config(cfg.model)
         dataset = self._dataset if self._dataset is not None else resolve_dataset(cfg.dataset)
+        self._fingerprint = {"samples": len(dataset), "sample_shape": list(dataset.sample_shape), "num_classes": dataset.num_classes}
+        if resume_state and resume_state.get("dataset_fingerprint") not in (None, self._fingerprint):
+            raise CheckpointError(f"was written for a dataset of {_shape_text(resume_state['dataset_fingerprint'])}, but {dataset.source} now holds {_shape_text(self._fingerprint)}", resume_state.get("loaded_from", resume_path))
         train_set, val_set = dataset.split(cfg.val_fraction, cfg.seed)
         seed_everything(cfg.seed)
         model = build_model(spec, dataset.sample_shape, dataset.num_classes)
@@ -162,6 +206,8 @@ class TrainingSession:
         start_epoch = int(resume_state["epoch"]) if resume_state else 0
         start_step = int(resume_state["step"]) if resume_state else 0
         yield ev.SessionStarted(self.run_id, spec.name, dataset.source, cfg.epochs, cfg.batch_size, len(train_set), len(val_set), resumed_from_epoch=start_epoch)
+        if resume_state and resume_state.get("recovered_from"):
+            yield ev.AgentStepped(self.run_id, "observe", f"latest checkpoint unusable ({resume_state['recovered_from']}); resuming from the previous one, epoch {start_epoch}", None, {})
 
         # OBSERVE
         agent = self._orchestrator or HardwareOrchestrator()
@@ -189,67 +235,108 @@ class TrainingSession:
         # ACT
         self.trainer = Trainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
         trainer = self.trainer
+        totals = _Totals()
         if resume_state:
-            trainer.load_state_dict(resume_state)
-            self.rt.epoch_records = list(resume_state.get("epoch_records", []))
+            _restore_checkpoint(trainer, resume_state, spec.name)
+            self.rt.epoch_records = list(resume_state.get("epoch_records", []))[:start_epoch]
+            totals = _Totals.from_dict(resume_state.get("epoch_totals")) if start_step else _Totals()
+        self._position = (start_epoch, start_step, totals)
+        self._run_path = runs_dir() / self.run_id  # created by the first checkpoint: a run that fails to start leaves nothing
         yield from self._switch(plan, source, reason, self.rt.confidence if source == "agent" else None, load)
-        self.rt.predicted_total_s = self._predicted_epoch_s(plan, load) * cfg.epochs if self._predicted_epoch_s(plan, load) else None
+        per_epoch = self._predicted_epoch_s(self.plan, load)  # type: ignore[arg-type]
+        self.rt.predicted_total_s = per_epoch * cfg.epochs if per_epoch else None
 
-        run_path = run_dir(self.run_id)
-        steps_per_epoch = trainer.steps_per_epoch
-        for epoch in range(start_epoch, cfg.epochs):
+        epoch, first_step = start_epoch, start_step
+        segments = [_Segment(self.plan)]  # type: ignore[arg-type]
+        while epoch < cfg.epochs:
+            try:
+                stopped = yield from self._train_epoch(epoch, first_step, totals, segments, load)
+            except Exception as exc:
+                if self.plan is None or self.plan.backend == "cpu" or self._snapshot is None:
+                    raise
+                # A device fault (an exception from the device, out of memory, a failed conversion,
+                # NaNs only the device produced): back to the last good state, on the CPU.
+                yield from self._fall_back(f"{self.plan.label} failed: {_describe(exc)}", load)
+                epoch, first_step, totals = self._position
+                segments.append(_Segment(self.plan))
+                continue
+            if stopped:
+                return
+            epoch, first_step, totals = epoch + 1, 0, _Totals()
             segments = [_Segment(self.plan)]  # type: ignore[arg-type]
-            loss_sum = correct = seen = 0.0
-            epoch_start = time.perf_counter()
-            last_emit = 0.0
-            first_step = start_step if epoch == start_epoch else 0
-            for step_index in range(first_step, steps_per_epoch):
-                # Step boundary: apply what other threads asked for.
-                yield from self._apply_commands(load, segments)
-                if self._stop_reason:
-                    yield from self._checkpoint(run_path, epoch, step_index, "interrupt")
-                    yield self._finish("interrupted", f"stopped ({self._stop_reason}) at epoch {epoch + 1}, step {step_index}; resume with --resume {self.run_id}")
-                    return
-                try:
-                    result = trainer.train_step(epoch, step_index)
-                except Exception as exc:
-                    if self.plan is None or self.plan.backend == "cpu":
-                        raise
-                    # A device fault: continue on the CPU from the state we have (parameters are
-                    # only replaced after a whole optimizer step), and say why.
-                    self.rt.fallback_reason = f"{self.plan.backend} failed: {type(exc).__name__}: {exc}"
-                    yield from self._switch(Plan("cpu", threads=agent.hardware.logical_cpus), "fallback", self.rt.fallback_reason, None, load)
-                    segments.append(_Segment(self.plan))  # type: ignore[arg-type]
-                    result = trainer.train_step(epoch, step_index)
-                segments[-1].steps += 1
-                segments[-1].seconds += result.seconds
-                loss_sum += result.loss * result.seen
-                correct += result.correct
-                seen += result.seen
-                now = time.perf_counter()
-                if now - last_emit >= STEP_EVENT_INTERVAL_S or result.step == steps_per_epoch:
-                    last_emit = now
-                    yield ev.StepProgressed(self.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, self._eta(epoch, result.step, steps_per_epoch, load))
-            trainer.synchronize()
-            actual = sum(s.seconds for s in segments)
-            val_acc = trainer.evaluate()
-            self.rt.val_accuracy = val_acc
-            predicted = self._segments_predicted(segments, steps_per_epoch, load)
-            record = {
-                "epoch": epoch + 1,
-                "loss": loss_sum / max(seen, 1),
-                "accuracy": correct / max(seen, 1),
-                "val_accuracy": val_acc,
-                "predicted_s": predicted,
-                "actual_s": actual,
-                "plan": self.plan.to_dict(),  # type: ignore[union-attr]
-                "segments": [{"plan": s.plan.to_dict(), "steps": s.steps, "actual_s": s.seconds, "predicted_s": s.predicted_s} for s in segments if s.steps],
-            }
-            self.rt.epoch_records.append(record)
-            self.rt.train_seconds += actual
-            yield ev.EpochTimed(self.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, actual, self.plan, tuple(record["segments"]))  # type: ignore[arg-type]
-            yield from self._checkpoint(run_path, epoch + 1, 0, "epoch")
         yield self._finish("success", self._success_message())
+
+    def _train_epoch(self, epoch: int, first_step: int, totals: "_Totals", segments: list[_Segment], load: Any) -> Generator[ev.Event, None, bool]:
+        """Steps `first_step`.. of `epoch`, then validation and the epoch checkpoint. Returns True
+        when the run was stopped (checkpointed and finished as interrupted)."""
+        trainer = self.trainer
+        assert trainer is not None
+        steps_per_epoch = trainer.steps_per_epoch
+        epoch_start = time.perf_counter()
+        last_emit = 0.0
+        for step_index in range(first_step, steps_per_epoch):
+            # Step boundary: apply what other threads asked for.
+            self._position = (epoch, step_index, totals)
+            yield from self._apply_commands(load, segments)
+            if self._stop_reason:
+                yield from self._checkpoint(epoch, step_index, "interrupt", totals)
+                yield self._finish("interrupted", f"stopped ({self._stop_reason}) at epoch {epoch + 1}, step {step_index}; resume with --resume {self.run_id}")
+                return True
+            result = trainer.train_step(epoch, step_index)
+            if not math.isfinite(result.loss):
+                raise TrainingDiverged(f"the loss became {result.loss} at epoch {epoch + 1}, step {step_index + 1} (try a lower --lr); {self._kept()}")
+            segments[-1].steps += 1
+            segments[-1].seconds += result.seconds
+            totals.loss_sum += result.loss * result.seen
+            totals.correct += result.correct
+            totals.seen += result.seen
+            now = time.perf_counter()
+            if now - last_emit >= STEP_EVENT_INTERVAL_S or result.step == steps_per_epoch:
+                last_emit = now
+                yield ev.StepProgressed(self.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, self._eta(epoch, result.step, steps_per_epoch, load))
+        trainer.synchronize()
+        actual = sum(s.seconds for s in segments)
+        val_acc = trainer.evaluate()
+        self.rt.val_accuracy = val_acc
+        predicted = self._segments_predicted(segments, steps_per_epoch, load)
+        record = {
+            "epoch": epoch + 1,
+            "loss": totals.loss_sum / max(totals.seen, 1),
+            "accuracy": totals.correct / max(totals.seen, 1),
+            "val_accuracy": val_acc,
+            "predicted_s": predicted,
+            "actual_s": actual,
+            "plan": self.plan.to_dict(),  # type: ignore[union-attr]
+            "segments": [{"plan": s.plan.to_dict(), "steps": s.steps, "actual_s": s.seconds, "predicted_s": s.predicted_s} for s in segments if s.steps],
+        }
+        yield from self._checkpoint(epoch + 1, 0, "epoch", _Totals(), record)
+        self.rt.train_seconds += actual
+        yield ev.EpochTimed(self.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, actual, self.plan, tuple(record["segments"]))  # type: ignore[arg-type]
+        return False
+
+    def _fall_back(self, reason: str, load: Any) -> Iterator[ev.Event]:
+        """Continue on the CPU from the last good state and say why. The live tensors are not
+        trusted (a step may have died half way through the optimizer update), so the snapshot taken
+        when the device plan began, or at the last epoch end, is restored; the steps since are redone."""
+        snap = self._snapshot
+        assert snap is not None and self.trainer is not None
+        self.rt.fallback_reason = reason
+        self.trainer.restore_on_cpu(snap.state)
+        del self.rt.epoch_records[snap.epoch :]
+        self._position = (snap.epoch, snap.step, snap.totals.copy())
+        where = f"epoch {snap.epoch + 1}, step {snap.step}"
+        yield ev.AgentStepped(self.run_id, "act", f"{reason}; restoring the last good state ({where}) and continuing on the CPU", None, {"fallback": reason})
+        yield from self._switch(self._fallback_plan(), "fallback", f"{reason}; continuing on the CPU from {where}", None, load)
+
+    def _kept(self) -> str:
+        if self.rt.checkpoint:
+            return f"the last good checkpoint ({self.rt.checkpoint}) is kept"
+        return "nothing was saved"
+
+    def _fallback_plan(self) -> Plan:
+        if self.config.threads:
+            return Plan("cpu", threads=self.config.threads)
+        return self._plan_for("cpu", None)
 
     # ---------------------------------------------------------------- helpers
 
@@ -312,7 +399,18 @@ class TrainingSession:
         switch_cost = None
         if self.plan is not None and self.profile is not None:
             switch_cost = _switch_cost_s(self.profile, self.plan, plan)
-        self.trainer.use_plan(plan)
+        if plan.backend != "cpu":
+            # The last good state to come back to if the device fails (the CPU needs none: a CPU
+            # failure is a bug or bad input, not something another device can fix).
+            epoch, step, totals = self._position
+            self._snapshot = _Snapshot(epoch, step, totals.copy(), self.trainer.snapshot())
+        try:
+            self.trainer.use_plan(plan)
+        except Exception as exc:
+            if plan.backend == "cpu":
+                raise
+            yield from self._fall_back(f"moving to {plan.label} failed: {_describe(exc)}", load)
+            return
         self.plan = plan
         per_epoch = self._predicted_epoch_s(plan, load)
         remaining = per_epoch * max(self.config.epochs - len(self.rt.epoch_records), 0) if per_epoch else None
@@ -343,7 +441,7 @@ class TrainingSession:
                 if plan == self.plan:
                     continue
                 yield from self._switch(plan, "user", f"user override to {plan.label}", None, load)
-                segments.append(_Segment(plan))
+                segments.append(_Segment(self.plan))  # type: ignore[arg-type]
 
     def _plan_for(self, backend: str, threads: int | None) -> Plan:
         from .backends import get_backend
@@ -358,22 +456,35 @@ class TrainingSession:
             return min(timed, key=lambda p: p.predicted_s).plan if timed else plans[-1]  # type: ignore[arg-type, return-value]
         return plans[0]
 
-    def _checkpoint(self, run_path: Path, epoch: int, step: int, reason: str) -> Iterator[ev.Event]:
+    def _checkpoint(self, epoch: int, step: int, reason: str, totals: "_Totals", record: dict[str, Any] | None = None) -> Iterator[ev.Event]:
+        """Save the state at (epoch, step). At an epoch end the copy also becomes the in-memory
+        last good state, and the epoch's record is appended only once its weights are known good."""
         from .checkpoint import save_checkpoint
 
-        assert self.trainer is not None
-        state = self.trainer.state_dict()
+        assert self.trainer is not None and self._run_path is not None
+        state = self.trainer.snapshot()
+        bad = [name for name, tensor in state["model_state"].items() if tensor.is_floating_point() and not bool(tensor.isfinite().all())]
+        if bad:
+            raise TrainingDiverged(f"weights became NaN or infinite ({', '.join(bad[:3])}) by epoch {epoch}, step {step} (try a lower --lr); {self._kept()}")
+        records = self.rt.epoch_records + ([record] if record is not None else [])
         config = self.config.to_dict()
         config["model"] = config["model"] if isinstance(config["model"], str) else dict(config["model"])
-        state.update(
+        config["dataset"] = _absolute_dataset(config["dataset"])
+        meta = dict(
             epoch=epoch,
             step=step,
             run_id=self.run_id,
             config=config,
             plan=self.plan.to_dict() if self.plan else None,
-            epoch_records=self.rt.epoch_records,
+            epoch_records=records,
+            epoch_totals=totals.to_dict(),
+            dataset_fingerprint=self._fingerprint,
         )
-        path = save_checkpoint(run_path, state)
+        path = save_checkpoint(self._run_path, dict(state, **meta))
+        if record is not None:
+            self.rt.epoch_records.append(record)
+        if reason == "epoch":
+            self._snapshot = _Snapshot(epoch, step, totals.copy(), state)
         self.rt.checkpoint = str(path)
         yield ev.CheckpointSaved(self.run_id, str(path), epoch, step, reason)
 
@@ -421,7 +532,8 @@ class TrainingSession:
 
     def _finish(self, status: str, message: str) -> ev.RunFinished:
         result = self.result(status, message)
-        if self.config.record_history and self.profile is not None and self.plan is not None and self._orchestrator is not None and self.rt.epoch_records:
+        trained = bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None)
+        if self.config.record_history and self.profile is not None and self.plan is not None and self._orchestrator is not None and trained:
             try:
                 from .monitor import measure_load
 
@@ -441,6 +553,35 @@ def _switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:
     if old.backend == new.backend == "cpu":
         return 0.0
     return 3 * profile.weight_bytes / 2e9 + 0.05
+
+
+def _describe(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _shape_text(fingerprint: Any) -> str:
+    try:
+        shape = "x".join(str(d) for d in fingerprint["sample_shape"])
+        return f"{fingerprint['samples']} samples of {shape} in {fingerprint['num_classes']} classes"
+    except (TypeError, KeyError):
+        return repr(fingerprint)
+
+
+def _absolute_dataset(dataset: Any) -> Any:
+    """Store a dataset path absolute, so `--resume` works from any directory."""
+    if not isinstance(dataset, str) or dataset in ("demo", "arrays"):
+        return dataset
+    path = Path(dataset).expanduser()
+    return str(path.resolve()) if path.exists() else dataset
+
+
+def _restore_checkpoint(trainer: Any, state: dict[str, Any], model_name: str) -> None:
+    """Load a verified checkpoint into the trainer; a mismatch is the checkpoint's problem, said in one line."""
+    try:
+        trainer.load_state_dict(state)
+    except Exception as exc:
+        raise CheckpointError(f"does not fit model {model_name} ({_describe(exc)})", state.get("loaded_from")) from exc
 
 
 def _checkpoint_path(resume: str) -> Path:

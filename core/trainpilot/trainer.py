@@ -125,12 +125,38 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
         }
 
+    def snapshot(self) -> dict[str, Any]:
+        """A private copy of the state (state_dict() on the CPU shares storage with the live model)."""
+        return _clone(self.state_dict())
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.full_model.load_state_dict(state["model_state"])
         self.optimizer.load_state_dict(state["optimizer_state"])
         move_optimizer_state(self.optimizer, self.device)
         if isinstance(state.get("torch_rng"), torch.Tensor):
             torch.set_rng_state(state["torch_rng"])
+
+    def restore_on_cpu(self, state: dict[str, Any]) -> None:
+        """Put model, optimizer and RNG back to a snapshot, on the CPU, without reading the tensors
+        they hold now: after a device fault those may be half-updated, or on a device that no
+        longer answers. The parameters are replaced (assign=True), so the optimizer is rebuilt."""
+        self.plan, self.device = None, torch.device("cpu")
+        self.full_model.load_state_dict(_clone(state["model_state"]), assign=True)
+        self.model, self._inputs = self.full_model, self.train_set.X
+        self.optimizer = type(self.optimizer)(self.full_model.parameters(), **self.optimizer.defaults)
+        self.optimizer.load_state_dict(_clone(state["optimizer_state"]))
+        if isinstance(state.get("torch_rng"), torch.Tensor):
+            torch.set_rng_state(state["torch_rng"])
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    return value
 
 
 def _to_cpu(value: Any) -> Any:
