@@ -110,6 +110,8 @@ def run_command(
     if finished.status == "success":
         raise typer.Exit(EXIT_OK)
     if finished.status == "interrupted":
+        if quiet:  # how to resume is the one thing a stopped run must always say
+            typer.echo(f"interrupted: {finished.message}", err=True)
         raise typer.Exit(stop.code or EXIT_SIGINT)
     fail(finished.message)  # one line, even with --quiet: a failure is never silent
 
