@@ -1,0 +1,43 @@
+"""Shared helpers for the TUI tests: scripted apps and a wait that polls the app, never sleeps blind."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import pytest
+from textual.pilot import Pilot
+
+from trainpilot.session import SessionConfig
+from trainpilot_tui.app import TrainPilotApp
+
+from .scripted import SessionFactory, sample_source, scripted_samples
+
+
+async def wait_until(pilot: Pilot, condition: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> None:
+    """Let the app process messages until `condition()` holds (the workers run in threads, so the
+    screen catches up in its own time)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.01)
+
+
+def notifications(app: TrainPilotApp) -> list[str]:
+    return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+def scripted_app(factory: SessionFactory, *, epochs: int = 3, theme: str | None = None, samples: int = 40, **options: Any) -> TrainPilotApp:
+    return TrainPilotApp(
+        SessionConfig(epochs=epochs),
+        theme=theme,
+        session_factory=factory,
+        samples=sample_source(scripted_samples(samples)),
+        discover_user_themes=False,
+        **options,
+    )
+
+
+@pytest.fixture
+def factory() -> SessionFactory:
+    return SessionFactory(holds=((1, 3),))

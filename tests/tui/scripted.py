@@ -1,0 +1,211 @@
+"""Test doubles for the TUI: a scripted training session and scripted hardware samples.
+
+`ScriptedSession` speaks the same protocol as `trainpilot.session.TrainingSession` (events(),
+override_backend, pause, resume, request_stop, plan, paused) and yields canned, deterministic
+events: the same kinds and shapes the core emits, with fixed timestamps and figures. Steering
+requests are queued and applied at step boundaries, as the core does. It can hold at a chosen step
+(like a slow step that never ends) so a test can act mid-run without racing the script.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from trainpilot import events as ev
+from trainpilot.monitor import Reading, UtilizationSample
+from trainpilot.plans import Availability, Plan
+from trainpilot.session import SessionConfig
+
+RUN_ID = "20260101-120000-test"
+AVAILABILITY = {
+    "cpu": Availability(True),
+    "ane": Availability(False, "not Apple Silicon"),
+    "mps": Availability(False, "not macOS"),
+    "cuda": Availability(True),
+}
+# predicted whole-run seconds per plan, as the agent's think steps state them
+PREDICTIONS = {Plan("cpu", threads=1): 9.0, Plan("cpu", threads=2): 6.0, Plan("cuda", device="cuda:0"): 3.0}
+# actual seconds per step on each backend (the scripted truth the predictions are compared with)
+STEP_SECONDS = {"cpu": 0.2, "cuda": 0.12}
+AT = 1_767_268_800.0  # fixed event timestamps
+
+
+@dataclass
+class ScriptedSession:
+    config: SessionConfig
+    steps_per_epoch: int = 10
+    holds: tuple[tuple[int, int], ...] = ()  # (epoch, step) boundaries to stop at until release()
+    start_plan: Plan = Plan("cpu", threads=2)
+    availability: dict[str, Availability] = field(default_factory=lambda: dict(AVAILABILITY))
+    run_id: str = RUN_ID
+
+    def __post_init__(self) -> None:
+        self._commands: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self._paused = False
+        self.holding = threading.Event()  # set while held at a boundary
+        self.held_at: tuple[int, int] | None = None
+        self.stop_reason: str | None = None
+        self.plan: Plan | None = None
+        self.checkpoints: list[ev.CheckpointSaved] = []
+        self.finished: ev.RunFinished | None = None
+        self.override_requests: list[str] = []
+
+    # ---------------------------------------------------------------- steering (any thread)
+
+    def override_backend(self, backend: str, threads: int | None = None) -> Availability:
+        self.override_requests.append(backend)
+        avail = self.availability.get(backend, Availability(False, f"unknown backend '{backend}'"))
+        self._commands.put(("override", (backend, threads, avail)))
+        return avail
+
+    def pause(self) -> None:
+        self._commands.put(("pause", None))
+
+    def resume(self) -> None:
+        self._commands.put(("resume", None))
+
+    def request_stop(self, reason: str = "user") -> None:
+        self.stop_reason = self.stop_reason or reason
+        self._commands.put(("wake", None))
+
+    def release(self) -> None:
+        self._commands.put(("release", None))
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    # ---------------------------------------------------------------- the stream
+
+    def events(self) -> Iterator[ev.Event]:
+        cfg = self.config
+        yield ev.SessionStarted(self.run_id, "small_cnn", "demo", cfg.epochs, cfg.batch_size, 2160, 240, at=AT)
+        observation = {
+            "backends": {name: a.display for name, a in self.availability.items()},
+            "available_backends": [n for n, a in self.availability.items() if a],
+            "cpu_utilization": 0.12,
+        }
+        text = "workload small_cnn: 23,466 params, 3 layers, 2.1 MFLOP/sample, 2160 samples; CPU 12% busy, ANE unavailable"
+        yield ev.HardwareObserved(self.run_id, {"model": "small_cnn"}, observation, text, at=AT)
+        yield ev.AgentStepped(self.run_id, "observe", text, None, {"data": {"hardware": observation}}, at=AT)
+        for plan, seconds in PREDICTIONS.items():
+            yield ev.AgentStepped(self.run_id, "think", f"{plan.label}: predicted {seconds:.2f}s (estimate)", None, {"data": {"plan": plan.to_dict(), "predicted_s": seconds, "source": "estimate"}}, at=AT)
+        for name in ("ane", "mps"):
+            reason = self.availability[name].reason
+            yield ev.AgentStepped(self.run_id, "think", f"{name}: excluded — {reason}", None, {"data": {"plan": Plan(name).to_dict(), "excluded": reason}}, at=AT)
+        yield ev.AgentStepped(self.run_id, "think", f"decision: {self.start_plan.label}, predicted {PREDICTIONS[self.start_plan]:.2f}s, confidence 0.80 (rules)", 0.8, {"plan": self.start_plan.to_dict(), "policy": "rules", "margin": 0.5}, at=AT)
+        yield from self._switch(self.start_plan, "agent", "fastest by estimate", 0.8)
+        for epoch in range(1, cfg.epochs + 1):
+            segments = [{"plan": self.plan.to_dict(), "steps": 0, "actual_s": 0.0}]  # type: ignore[union-attr]
+            loss = 2.3 / epoch
+            for step in range(self.steps_per_epoch):
+                yield from self._boundary(epoch, step, segments)
+                if self.stop_reason:
+                    checkpoint = ev.CheckpointSaved(self.run_id, f"/checkpoints/{self.run_id}/latest.pt", epoch - 1, step, "interrupt", at=AT)
+                    self.checkpoints.append(checkpoint)
+                    yield checkpoint
+                    yield self._finish("interrupted", f"stopped ({self.stop_reason}) at epoch {epoch}, step {step}")
+                    return
+                assert self.plan is not None
+                segments[-1]["steps"] += 1
+                segments[-1]["actual_s"] += STEP_SECONDS[self.plan.backend]
+                loss *= 0.97
+                done = sum(s["actual_s"] for s in segments)
+                yield ev.StepProgressed(self.run_id, epoch, step + 1, self.steps_per_epoch, round(loss, 4), round(done, 4), round((cfg.epochs - epoch) * 2.0 + (self.steps_per_epoch - step - 1) * 0.2, 4), at=AT)
+            for seg in segments:
+                seg["predicted_s"] = round(PREDICTIONS[Plan.from_dict(seg["plan"])] / cfg.epochs * seg["steps"] / self.steps_per_epoch, 4)
+                seg["actual_s"] = round(seg["actual_s"], 4)
+            pieces = tuple(s for s in segments if s["steps"])
+            predicted = round(sum(s["predicted_s"] for s in pieces), 4)
+            actual = round(sum(s["actual_s"] for s in pieces), 4)
+            yield ev.EpochTimed(self.run_id, epoch, round(loss, 4), 0.5 + 0.1 * epoch, 0.45 + 0.1 * epoch, predicted, actual, self.plan, pieces, at=AT)  # type: ignore[arg-type]
+            checkpoint = ev.CheckpointSaved(self.run_id, f"/checkpoints/{self.run_id}/latest.pt", epoch, 0, "epoch", at=AT)
+            self.checkpoints.append(checkpoint)
+            yield checkpoint
+        yield self._finish("success", f"trained {cfg.epochs} epoch(s) on {self.plan.label}")  # type: ignore[union-attr]
+
+    def _switch(self, plan: Plan, source: str, reason: str, confidence: float | None) -> Iterator[ev.Event]:
+        cost = None if self.plan is None else (0.0 if self.plan.backend == plan.backend == "cpu" else 0.05)
+        self.plan = plan
+        yield ev.BackendChosen(self.run_id, plan, confidence, source, reason, PREDICTIONS.get(plan), cost, at=AT)
+
+    def _boundary(self, epoch: int, step: int, segments: list[dict[str, Any]]) -> Iterator[ev.Event]:
+        hold = (epoch, step) in self.holds
+        while True:
+            try:
+                kind, arg = self._commands.get_nowait()
+            except queue.Empty:
+                if self.stop_reason:
+                    return
+                if hold:
+                    self.held_at = (epoch, step)
+                    self.holding.set()
+                elif not self._paused:
+                    return
+                kind, arg = self._commands.get()  # blocked: paused or held; any command wakes us
+            if kind == "release" and hold:
+                hold = False
+                self.held_at = None
+                self.holding.clear()
+            elif kind == "pause" and not self._paused:
+                self._paused = True
+                yield ev.SessionPaused(self.run_id, epoch, step, at=AT)
+            elif kind == "resume" and self._paused:
+                self._paused = False
+                yield ev.SessionResumed(self.run_id, epoch, step, at=AT)
+            elif kind == "override":
+                backend, threads, avail = arg
+                if not avail:
+                    yield ev.OverrideRefused(self.run_id, backend, avail.reason, at=AT)
+                    continue
+                plan = Plan("cuda", device="cuda:0") if backend == "cuda" else Plan("cpu", threads=threads or 2)
+                if plan != self.plan:
+                    yield from self._switch(plan, "user", f"user override to {plan.label}", None)
+                    segments.append({"plan": plan.to_dict(), "steps": 0, "actual_s": 0.0})
+
+    def _finish(self, status: str, message: str) -> ev.RunFinished:
+        self.finished = ev.RunFinished(self.run_id, status, message, {"status": status, "run_id": self.run_id}, at=AT)
+        return self.finished
+
+
+class SessionFactory:
+    """Builds one ScriptedSession per run the app starts, and remembers them."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.sessions: list[ScriptedSession] = []
+
+    def __call__(self, config: SessionConfig) -> ScriptedSession:
+        session = ScriptedSession(config, **self.options)
+        self.sessions.append(session)
+        return session
+
+    @property
+    def last(self) -> ScriptedSession:
+        return self.sessions[-1]
+
+
+def scripted_samples(count: int = 40, cores: int = 4) -> list[UtilizationSample]:
+    """Deterministic samples: a slow wave of load over `cores` CPUs and an estimated ANE reading."""
+    out = []
+    for i in range(count):
+        per_core = tuple(float((i * 7 + c * 23) % 100) for c in range(cores))
+        out.append(
+            UtilizationSample(
+                at=AT + i * 0.5,
+                per_core=per_core,
+                cpu_percent=sum(per_core) / cores,
+                memory_percent=40.0 + (i % 10),
+                memory_used_bytes=6_400_000_000 + i * 10_000_000,
+                process_rss_bytes=500_000_000 + i * 4_000_000,
+                readings=(Reading("ANE power", 1.2 + 0.1 * (i % 3), "W", estimate=True), Reading("GPU utilisation", None, "%", note="no sampler for this GPU")),
+            )
+        )
+    return out
+
+
+def sample_source(samples: list[UtilizationSample]):  # type: ignore[no-untyped-def]
+    """A SampleSource for TrainPilotApp(samples=...): the whole list, then done."""
+    return lambda stop: iter(samples)

@@ -1,0 +1,40 @@
+"""Snapshots of the main screen for each shipped theme at 80x24 and 160x48.
+
+The session is scripted and held mid-run in epoch 3 after a user override in epoch 2 (so the table
+and chart show a split epoch), and the Hardware panel is fed a fixed list of samples: nothing on
+screen depends on this machine or on timing. Update with `pytest --snapshot-update tests/tui`.
+"""
+from __future__ import annotations
+
+import pytest
+
+from trainpilot_tui.app.themes import SHIPPED_THEMES
+
+from .conftest import scripted_app, wait_until
+from .scripted import SessionFactory
+
+
+async def _settle(pilot, factory: SessionFactory) -> None:  # type: ignore[no-untyped-def]
+    """Move the run to cuda at epoch 2, step 4, then let it run on to epoch 3, step 6."""
+    app = pilot.app
+    await wait_until(pilot, lambda: factory.sessions and factory.last.held_at == (2, 4), what="epoch 2, step 4")
+    session = factory.last
+    session.override_backend("cuda")
+    await wait_until(pilot, lambda: session.plan is not None and session.plan.backend == "cuda")
+    session.release()
+    await wait_until(pilot, lambda: session.held_at == (3, 6), what="epoch 3, step 6")
+    await wait_until(pilot, lambda: len(app.main.hardware_panel.history) == 40, what="all samples")
+    await wait_until(pilot, lambda: app.main.run_panel.progress is not None and app.main.run_panel.progress.step == 6)
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("theme", [t.name for t in SHIPPED_THEMES])
+def test_main_screen(snap_compare, theme: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    factory = SessionFactory(holds=((2, 4), (3, 6)))
+    app = scripted_app(factory, theme=theme)
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await _settle(pilot, factory)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

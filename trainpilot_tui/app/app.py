@@ -1,0 +1,315 @@
+"""TrainPilotApp: runs a training session and the hardware sampler in thread workers and keeps the
+control state (is a run streaming, is it paused, what to do once it has stopped).
+
+Workers produce, messages carry, handlers mutate: the session worker iterates
+`session.events()` and posts one message per event to the main screen; the screen's handlers update
+the panels; the messages then bubble here, where only control state changes. Keys call the session's
+thread-safe steering methods (`override_backend`, `pause`, `resume`, `request_stop`); the core
+answers on the event stream, so the screen has one source of truth.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from functools import partial
+from typing import Any, Callable, Iterable, Iterator, Protocol
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.theme import Theme
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from trainpilot import events as ev
+from trainpilot.errors import TrainPilotError
+from trainpilot.monitor import UtilizationSample
+from trainpilot.plans import Availability, Plan
+from trainpilot.session import SessionConfig
+
+from . import messages as msg
+from .sampling import live_samples, stream_samples
+from .screens import BackendChooser, ConfirmQuit, MainScreen, RunPicker
+from .themes import DEFAULT_THEME, SHIPPED_THEMES, discover_themes
+from .trace import TraceEntry
+
+DEFAULT_REFRESH_HZ = 2.0
+# One key per backend. Footer space is short at 80 columns, so these are in the command palette,
+# the chooser (as hints) and the keys panel, while the footer shows the chooser key.
+BACKEND_KEYS = {"cpu": "c", "ane": "a", "mps": "m", "cuda": "g"}
+
+
+class Session(Protocol):
+    """What the app needs from a session: `trainpilot.session.TrainingSession` (tests script their own)."""
+
+    config: SessionConfig
+    run_id: str
+
+    def events(self) -> Iterator[ev.Event]: ...
+    def override_backend(self, backend: str, threads: int | None = None) -> Availability: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def request_stop(self, reason: str = "user") -> None: ...
+
+
+SessionFactory = Callable[[SessionConfig], Session]
+SampleSource = Callable[[threading.Event], Iterable[UtilizationSample]]
+
+
+def training_session(config: SessionConfig) -> Session:
+    from trainpilot.session import TrainingSession
+
+    return TrainingSession(config)
+
+
+class TrainPilotApp(App[int]):
+    TITLE = "TrainPilot"
+    CSS_PATH = "app.tcss"
+    BINDINGS = [
+        Binding("o", "choose_backend", "Override"),
+        Binding("p", "pause", "Pause"),
+        Binding("p", "resume", "Resume"),
+        Binding("n", "new_run", "New run"),
+        Binding("r", "replan", "Re-plan"),
+        Binding("t", "cycle_theme", "Theme"),
+        Binding("q", "quit", "Quit"),
+        *(Binding(key, f"override('{name}')", name.upper(), show=False) for name, key in BACKEND_KEYS.items()),
+    ]
+
+    running: reactive[bool] = reactive(False, bindings=True)  # a session is streaming events
+    paused: reactive[bool] = reactive(False, bindings=True)
+    stopping: reactive[bool] = reactive(False, bindings=True)
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        theme: str | None = None,
+        extra_themes: Iterable[Theme] = (),
+        session_factory: SessionFactory = training_session,
+        samples: SampleSource | None = None,
+        refresh_hz: float = DEFAULT_REFRESH_HZ,
+        discover_user_themes: bool = True,
+    ) -> None:
+        """`samples`: a scripted sample source (tests, screenshots); default: the live machine at
+        `refresh_hz`. `theme`: a registered theme name (shipped, Textual's, or a user theme file's)."""
+        super().__init__()
+        self.config = config
+        self.session_factory = session_factory
+        self.sample_source = samples
+        self.refresh_hz = refresh_hz
+        self.session: Session | None = None
+        self._main = MainScreen()
+        self.last_status: str | None = None  # success | interrupted | failed of the last run
+        self._after_stop: SessionConfig | str | None = None  # "quit" or the next run's config
+        self.theme_errors: list[str] = []
+        self.cycle_names: list[str] = []
+        user_themes: list[Theme] = []
+        if discover_user_themes:
+            user_themes, self.theme_errors = discover_themes()
+        for t in (*SHIPPED_THEMES, *user_themes, *extra_themes):
+            self.register_theme(t)
+            if t.name not in self.cycle_names:
+                self.cycle_names.append(t.name)
+        self.theme = theme or DEFAULT_THEME
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def main(self) -> MainScreen:
+        return self._main
+
+    def on_mount(self) -> None:
+        # Pushed rather than returned from get_default_screen: Textual loads a screen's CSS_PATH
+        # when the screen is pushed.
+        self.push_screen(self._main)
+
+    def on_main_screen_ready(self) -> None:
+        for line in self.theme_errors:
+            self.notify(line, title="Theme file skipped", severity="warning", timeout=8)
+        self._sample_hardware()
+        self.start_session(self.config)
+
+    def on_unmount(self) -> None:
+        # Leaving for any reason other than the confirmed quit (an error, a test harness): the run
+        # still stops at a step boundary with a checkpoint, and the worker thread can end.
+        if self.session is not None and self.running:
+            self.session.request_stop("quit")
+
+    def start_session(self, config: SessionConfig) -> None:
+        self.config = config
+        self.main.begin_run()
+        try:
+            session = self.session_factory(config)
+        except TrainPilotError as exc:
+            self.last_status = "failed"
+            self.main.note(TraceEntry("run", f"cannot start: {exc}", "failed"))
+            self.notify(str(exc), title="Cannot start the run", severity="error")
+            return
+        self.session = session
+        self.running, self.paused, self.stopping = True, False, False
+        self._stream_session(session)
+
+    @work(thread=True, group="session", exclusive=True, exit_on_error=False, name="session")
+    def _stream_session(self, session: Session) -> None:
+        screen = self.main
+        for event in session.events():
+            screen.post_message(msg.message_for(event))
+
+    @work(thread=True, group="sampler", exclusive=True, exit_on_error=False, name="sampler")
+    def _sample_hardware(self) -> None:
+        stop = get_current_worker().cancelled_event
+        source = self.sample_source(stop) if self.sample_source else live_samples(1.0 / self.refresh_hz, stop)
+        stream_samples(source, self.main.post_message, stop)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "session" and event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.main.post_message(msg.SessionCrashed(f"{type(error).__name__}: {error}"))
+
+    # ---------------------------------------------------------------- control state (bubbled)
+
+    def on_session_paused(self) -> None:
+        self.paused = True
+
+    def on_session_resumed(self) -> None:
+        self.paused = False
+
+    def on_run_finished(self, message: msg.RunFinished) -> None:
+        self._run_ended(message.event.status)
+
+    def on_session_crashed(self) -> None:
+        self._run_ended("failed")
+
+    def _run_ended(self, status: str) -> None:
+        self.running, self.paused, self.stopping = False, False, False
+        self.last_status = status
+        after, self._after_stop = self._after_stop, None
+        if after == "quit":
+            self.exit(self.exit_code)
+        elif isinstance(after, SessionConfig):
+            self.start_session(after)
+
+    @property
+    def exit_code(self) -> int:
+        """0 unless the last run failed: quitting mid-run is a normal, checkpointed exit."""
+        return 1 if self.last_status == "failed" else 0
+
+    def _stop(self, reason: str) -> None:
+        assert self.session is not None
+        self.stopping = True
+        self.main.show_stopping(reason)
+        self.session.request_stop(reason)
+
+    # ---------------------------------------------------------------- keys
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        live = self.running and not self.stopping
+        if action == "pause":
+            return live and not self.paused
+        if action == "resume":
+            return live and self.paused
+        if action in ("choose_backend", "override"):
+            return True if live else None  # shown, greyed out, between runs
+        return True
+
+    def action_override(self, backend: str, threads: int | None = None) -> None:
+        if self.session is None or not self.running or self.stopping:
+            self.notify("No run in progress.", severity="warning")
+            return
+        current = self.main.book.current
+        if current is not None and current.backend == backend and (threads is None or threads == current.threads):
+            self.notify(f"Already training on {current.label}.")
+            return
+        verdict = self.session.override_backend(backend, threads)
+        if not verdict:
+            # The core also answers with OverrideRefused, which puts the reason in the trace.
+            self.notify(f"{backend}: {verdict.reason}", title="Override refused", severity="warning")
+            return
+        target = Plan(backend, threads=threads).label if threads else backend
+        self.notify(f"Moving to {target} at the next step boundary.", title="Override")
+
+    def action_choose_backend(self) -> None:
+        if not self.running or self.stopping:
+            return
+
+        def chosen(choice: tuple[str, int | None] | None) -> None:
+            if choice is not None:
+                self.action_override(*choice)
+
+        self.push_screen(BackendChooser(self.main.book.plan_options(), self.main.book.current, BACKEND_KEYS), chosen)
+
+    def action_pause(self) -> None:
+        if self.session is not None:
+            self.session.pause()
+
+    def action_resume(self) -> None:
+        if self.session is not None:
+            self.session.resume()
+
+    def action_new_run(self) -> None:
+        def chosen(config: SessionConfig | None) -> None:
+            if config is not None:
+                self.restart(config, "new run")
+
+        self.push_screen(RunPicker(self.config), chosen)
+
+    def action_replan(self) -> None:
+        """Observe and plan again. Mid-run, the run stops at a step with a checkpoint and resumes
+        from it under a fresh plan; between runs, the same job runs again (the agent now has the
+        last run in its history)."""
+        if self.session is not None and self.running:
+            self.restart(replace(self.session.config, resume=self.session.run_id, run_id=None), "re-plan")
+        else:
+            self.restart(replace(self.config, resume=None, run_id=None), "re-plan")
+
+    def restart(self, config: SessionConfig, reason: str) -> None:
+        if self.running:
+            self._after_stop = config
+            if not self.stopping:
+                self._stop(reason)
+        else:
+            self.start_session(config)
+
+    def action_cycle_theme(self) -> None:
+        names = self.cycle_names
+        index = names.index(self.theme) + 1 if self.theme in names else 0
+        self.theme = names[index % len(names)]
+        self.notify(f"Theme: {self.theme}", timeout=2)
+
+    async def action_quit(self) -> None:
+        """Quit; mid-run, ask first, then stop at a step boundary, checkpoint, and exit once the
+        core has confirmed with RunFinished."""
+        if not self.running:
+            self.exit(self.exit_code)
+            return
+        if self.stopping and self._after_stop == "quit":
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes and self.running:
+                self._after_stop = "quit"
+                if not self.stopping:
+                    self._stop("quit")
+                self.notify("Stopping after this step and saving a checkpoint…", title="Quitting")
+            elif yes:
+                self.exit(self.exit_code)
+
+        self.push_screen(ConfirmQuit(self.session.run_id if self.session else None), answered)
+
+    # ---------------------------------------------------------------- command palette
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if self.running and not self.stopping:
+            yield SystemCommand("Override backend…", "Pick the plan to move the run to, with each plan's prediction (o)", self.action_choose_backend)
+            for name, key in BACKEND_KEYS.items():
+                yield SystemCommand(f"Override: move the run to {name}", f"Applies at the next step boundary ({key})", partial(self.action_override, name))
+            if self.paused:
+                yield SystemCommand("Resume training", "Continue from the step where it paused (p)", self.action_resume)
+            else:
+                yield SystemCommand("Pause training", "Hold at the next step boundary (p)", self.action_pause)
+        yield SystemCommand("New run…", "Pick a model and a dataset and start again (n)", self.action_new_run)
+        yield SystemCommand("Re-plan", "Observe and plan again; a running job resumes from its checkpoint (r)", self.action_replan)
+        yield SystemCommand("Cycle theme", f"Switch between {', '.join(self.cycle_names)} (t)", self.action_cycle_theme)

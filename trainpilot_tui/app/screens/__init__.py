@@ -1,0 +1,7 @@
+"""The main screen and the dialogs it opens."""
+from .backend_chooser import BackendChooser
+from .confirm_quit import ConfirmQuit
+from .main import MainScreen
+from .run_picker import RunPicker
+
+__all__ = ["BackendChooser", "ConfirmQuit", "MainScreen", "RunPicker"]

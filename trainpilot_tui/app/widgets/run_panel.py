@@ -1,0 +1,135 @@
+"""The Run panel: what is training where, progress with the ETA from the prediction, and per-epoch
+loss, accuracy and predicted vs actual time (table and chart).
+
+Reactive state only; the screen's message handlers set it.
+"""
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Container, Horizontal, Vertical
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widgets import Label, ProgressBar, Static
+
+from trainpilot import events as ev
+from trainpilot.plans import Plan
+
+from .. import format as fmt
+from ..styles import tcss_beside
+from .epoch_table import EpochTable
+from .pva_chart import PvaChart
+
+STATUS_STYLE = {
+    "starting": "$text-muted",
+    "running": "$success",
+    "paused": "bold $warning",
+    "stopping": "bold $warning",
+    "interrupted": "bold $warning",
+    "success": "bold $success",
+    "failed": "bold $error",
+}
+
+
+class RunPanel(Vertical):
+    DEFAULT_CSS = tcss_beside(__file__)
+    SCOPED_CSS = False
+
+    started: reactive[ev.SessionStarted | None] = reactive(None)
+    progress: reactive[ev.StepProgressed | None] = reactive(None)
+    plan: reactive[Plan | None] = reactive(None)
+    predicted_remaining: reactive[float | None] = reactive(None)
+    epochs: reactive[tuple[ev.EpochTimed, ...]] = reactive(tuple)
+    state: reactive[str] = reactive("starting")
+    message: reactive[str] = reactive("")
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="progress-row"):
+            yield Label("", id="epoch-label")
+            yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="step-bar")
+            yield Label("", id="step-label")
+        yield Static("", id="run-status")
+        with Container(id="pva"):
+            yield EpochTable(id="epoch-table")
+            yield PvaChart(id="pva-chart")
+
+    def on_mount(self) -> None:
+        self.border_title = "Run"
+        self._show_progress()
+        self._show_status()
+
+    def reset(self) -> None:
+        """A new session starts: forget the previous run's figures."""
+        self.started = None
+        self.progress = None
+        self.plan = None
+        self.predicted_remaining = None
+        self.epochs = ()
+        self.state = "starting"
+        self.message = ""
+
+    # ---------------------------------------------------------------- watchers
+
+    def watch_started(self, started: ev.SessionStarted | None) -> None:
+        # What runs goes in the border, so the panel's lines go to progress and results.
+        if started is None:
+            self.border_title, self.border_subtitle = "Run", ""
+            return
+        resumed = f", resumed at epoch {started.resumed_from_epoch + 1}" if started.resumed_from_epoch else ""
+        self.border_title = f"Run: {started.model} on {started.dataset}"
+        self.border_subtitle = f"{started.train_samples} train / {started.val_samples} val · run {started.run_id}{resumed}"
+        self._show_progress()
+
+    def watch_progress(self) -> None:
+        self._show_progress()
+        self._show_status()
+
+    def watch_epochs(self, epochs: tuple[ev.EpochTimed, ...]) -> None:
+        self.query_one(EpochTable).show(epochs)
+        self.query_one(PvaChart).epochs = epochs
+        self._show_status()
+
+    def watch_plan(self) -> None:
+        self._show_status()
+
+    def watch_predicted_remaining(self) -> None:
+        self._show_status()
+
+    def watch_state(self) -> None:
+        self._show_status()
+        self._show_progress()
+
+    def watch_message(self) -> None:
+        self._show_status()
+
+    # ---------------------------------------------------------------- rendering
+
+    def _show_progress(self) -> None:
+        bar = self.query_one("#step-bar", ProgressBar)
+        epochs = self.started.epochs if self.started else None
+        p = self.progress
+        if p is None:
+            done = len(self.epochs)
+            self.query_one("#epoch-label", Label).update(f"Epoch {min(done + 1, epochs)}/{epochs}" if epochs else "Epoch –")
+            self.query_one("#step-label", Label).update("")
+            return
+        self.query_one("#epoch-label", Label).update(f"Epoch {p.epoch}/{epochs or '?'}")
+        bar.update(total=p.steps_per_epoch, progress=p.step)
+        self.query_one("#step-label", Label).update(f"{p.step}/{p.steps_per_epoch}")
+
+    def _show_status(self) -> None:
+        """One line, most important first: state, plan, ETA, loss, then the latest note."""
+        parts: list[Content | str | tuple[str, str]] = [(self.state, STATUS_STYLE.get(self.state, ""))]
+        if self.state == "starting" and self.plan is None:
+            parts.append((": loading the model and the data, then the agent observes and plans", "$text-muted"))
+        if self.plan is not None:
+            parts += [" on ", (self.plan.label, "bold")]
+        p = self.progress
+        if self.state in ("running", "paused"):
+            eta = p.eta_s if p is not None else self.predicted_remaining
+            if eta is not None:
+                parts += [" · ETA ", (fmt.seconds(eta), "bold")]
+        if p is not None:
+            parts.append(f" · loss {p.loss:.3f}")
+        if self.message:
+            parts.append((f" · {self.message}", "$text-muted"))
+        self.query_one("#run-status", Static).update(Content.assemble(*parts))

@@ -1,0 +1,114 @@
+"""`trainpilot-tui`: the interactive app. Takes the same training options as `trainpilot headless run`
+(the option definitions, help texts included, are taken from that command, so the two cannot
+drift), plus --theme. Textual is imported only when the app starts, so --help answers at once.
+
+Exit codes: 0 normal exit (a run quit mid-way is checkpointed, which is normal), 1 the last run
+failed, 2 usage error (bad option, unknown theme, malformed theme file).
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any, Optional
+
+import typer
+
+from trainpilot_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from trainpilot_tui.cli.run import run_command, session_config
+
+THEME_HELP = (
+    "Theme: trainpilot-dark (default), trainpilot-light, any Textual theme, a theme file's name from"
+    " ./themes or TRAINPILOT_HOME/themes, or a path to a .toml theme file. `t` cycles themes in the app."
+)
+
+_RUN_OPTIONS = inspect.signature(run_command).parameters
+
+
+def _same_as_headless(name: str) -> Any:
+    """The typer.Option of `headless run` for this parameter: one definition for both commands."""
+    return _RUN_OPTIONS[name].default
+
+
+def resolve_theme(value: str | None) -> tuple[str | None, list[Any]]:
+    """(theme name, themes to register) for --theme. A file is loaded and validated; a name must be
+    known. Raises ConfigError with one line when neither works."""
+    from textual.theme import BUILTIN_THEMES
+
+    from trainpilot.errors import ConfigError
+
+    from .app.themes import SHIPPED_THEMES, discover_themes, load_theme_file, looks_like_file
+
+    if value is None:
+        return None, []
+    if looks_like_file(value):
+        theme = load_theme_file(value)
+        return theme.name, [theme]
+    known = {t.name for t in SHIPPED_THEMES} | set(BUILTIN_THEMES)
+    user_themes, _errors = discover_themes()
+    known |= {t.name for t in user_themes}
+    if value not in known:
+        shipped = ", ".join(t.name for t in SHIPPED_THEMES)
+        user = f"; theme files: {', '.join(t.name for t in user_themes)}" if user_themes else ""
+        raise ConfigError(f"unknown theme '{value}' (shipped: {shipped}{user}; or a path to a .toml theme file)")
+    return value, []
+
+
+def launch(config: Any, theme: str | None = None) -> int:
+    """Run the app on `config` (a trainpilot.session.SessionConfig; `resume=RUN_ID` continues a run).
+    Returns the exit code."""
+    from trainpilot.errors import TrainPilotError
+
+    try:
+        name, extra = resolve_theme(theme)
+    except TrainPilotError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return EXIT_USAGE
+    from .app import TrainPilotApp
+
+    app = TrainPilotApp(config, theme=name, extra_themes=extra)
+    code = app.run()
+    if app.return_code not in (None, 0):
+        return app.return_code or EXIT_FAILURE  # Textual's own failure (e.g. a crash it reported)
+    return code if isinstance(code, int) else EXIT_OK
+
+
+def tui_command(
+    model: str = _same_as_headless("model"),
+    dataset: Optional[str] = _same_as_headless("dataset"),
+    epochs: int = _same_as_headless("epochs"),
+    batch_size: int = _same_as_headless("batch_size"),
+    lr: float = _same_as_headless("lr"),
+    seed: int = _same_as_headless("seed"),
+    backend: str = _same_as_headless("backend"),
+    threads: Optional[int] = _same_as_headless("threads"),
+    layers: Optional[int] = _same_as_headless("layers"),
+    resume: Optional[str] = _same_as_headless("resume"),
+    theme: Optional[str] = typer.Option(None, "--theme", help=THEME_HELP),
+) -> None:
+    """Open TrainPilot's terminal app: live hardware, the agent's reasoning, predicted vs actual time.
+
+    Keys: o override the backend (c/a/m/g: cpu/ane/mps/cuda), p pause/resume, n new run,
+    r re-plan, t theme, q quit (mid-run: confirm, checkpoint, then exit); ctrl+p for all commands.
+    """
+    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers)
+    raise typer.Exit(launch(config, theme=theme))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `trainpilot-tui`; returns the exit code."""
+    from trainpilot.errors import TrainPilotError
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
+    app.command()(tui_command)
+    try:
+        app(args=argv if argv is not None else sys.argv[1:], prog_name="trainpilot-tui", standalone_mode=True)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_FAILURE
+    except TrainPilotError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
