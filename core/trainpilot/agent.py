@@ -82,8 +82,12 @@ class HardwareOrchestrator:
         predictor: Predictor | None = None,
         hardware: "HardwareInfo | None" = None,
         on_step: Callable[[AgentStep], None] | None = None,
+        backends: Callable[[str], Any] | None = None,
     ):
+        from .backends import get_backend
         from .hardware import probe
+
+        self.backends = backends or get_backend  # name -> Backend
 
         self.hardware = hardware or probe()
         self.predictor: Predictor = predictor or default_predictor(self.hardware)
@@ -178,19 +182,18 @@ class HardwareOrchestrator:
     # ---------------------------------------------------------------- planning
 
     def candidate_plans(self, profile: "WorkloadProfile", backends: list[str] | None = None) -> list[tuple[Plan, Availability]]:
-        from .backends import BACKEND_NAMES, get_backend
+        from .backends import BACKEND_NAMES
 
         out: list[tuple[Plan, Availability]] = []
         for name in backends or BACKEND_NAMES:
-            backend = get_backend(name)
+            backend = self.backends(name)
             # what the probe saw (an Availability(False) is falsy, so no `or` here)
             avail = self.hardware.backends[name] if name in self.hardware.backends else backend.availability()
             if not avail:
                 out.append((Plan(name), avail))
                 continue
-            support = backend.supports(profile)
             for plan in backend.plans(self.hardware.logical_cpus):
-                out.append((plan, support))
+                out.append((plan, backend.supports_plan(profile, plan)))
         return out
 
     def plan(self, profile: "WorkloadProfile", load: "UtilizationSample", hardware_state: dict[str, Any] | None = None) -> PlanningResult:

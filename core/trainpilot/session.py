@@ -39,6 +39,7 @@ class SessionConfig:
     run_id: str | None = None
     resume: str | None = None  # run id (or checkpoint path) to resume
     record_history: bool = True
+    freeze: int | None = None  # ANE frozen-backbone: how many leading layers run in Core ML
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,19 +128,28 @@ class TrainingSession:
         self._position: tuple[int, int, _Totals] = (0, 0, _Totals())
         self._run_path: Path | None = None
         self._fingerprint: dict[str, Any] | None = None
+        self._backends = self._backend_resolver()
+
+    def _backend_resolver(self) -> Any:
+        from .backends import session_backends
+        from .paths import runs_dir
+
+        if self.config.freeze is None:
+            return session_backends()
+        return session_backends(self.config.freeze, runs_dir() / self.run_id / "ane")
 
     # ---------------------------------------------------------------- steering (any thread)
 
     def override_backend(self, backend: str, threads: int | None = None) -> Availability:
         """Ask to move the run to another backend at the next step boundary. Refused at once (and
         as an `OverrideRefused` event) when the backend cannot run here."""
-        from .backends import BACKEND_NAMES, get_backend
+        from .backends import BACKEND_NAMES
 
         if backend not in BACKEND_NAMES:
             return Availability(False, f"unknown backend '{backend}'")
-        avail = get_backend(backend).availability()
+        avail = self._backends(backend).availability()
         if avail and self.profile is not None:
-            avail = get_backend(backend).supports(self.profile)
+            avail = self._backends(backend).supports(self.profile)
         self._commands.put(("override", (backend, threads, avail)))
         return avail
 
@@ -188,9 +198,10 @@ class TrainingSession:
             resume_path = _checkpoint_path(cfg.resume)
             resume_state = load_checkpoint(resume_path)
             saved = resume_state["config"]
-            cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], epochs=cfg.epochs if cfg.epochs != SessionConfig.epochs else saved["epochs"])  # --epochs given: train to it
+            cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], freeze=saved.get("freeze", cfg.freeze), epochs=cfg.epochs if cfg.epochs != SessionConfig.epochs else saved["epochs"])  # --epochs given: train to it
             self.config = cfg
             self.run_id = resume_state.get("run_id", self.run_id)
+            self._backends = self._backend_resolver()
         spec = ModelSpec.from_config(cfg.model)
         dataset = self._dataset if self._dataset is not None else resolve_dataset(cfg.dataset)
         self._fingerprint = {"samples": len(dataset), "sample_shape": list(dataset.sample_shape), "num_classes": dataset.num_classes}
@@ -210,7 +221,7 @@ class TrainingSession:
             yield ev.AgentStepped(self.run_id, "observe", f"latest checkpoint unusable ({resume_state['recovered_from']}); resuming from the previous one, epoch {start_epoch}", None, {})
 
         # OBSERVE
-        agent = self._orchestrator or HardwareOrchestrator()
+        agent = self._orchestrator or HardwareOrchestrator(backends=self._backends)
         self._orchestrator = agent
         load = measure_load(0.3)
         observation = observe_hardware(agent.hardware, load)
@@ -233,7 +244,7 @@ class TrainingSession:
             source, reason = "resume", f"resumed run {self.run_id} from epoch {start_epoch}, step {start_step}"
 
         # ACT
-        self.trainer = Trainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed)
+        self.trainer = Trainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends)
         trainer = self.trainer
         totals = _Totals()
         if resume_state:
@@ -250,7 +261,11 @@ class TrainingSession:
         segments = [_Segment(self.plan)]  # type: ignore[arg-type]
         while epoch < cfg.epochs:
             try:
-                stopped = yield from self._train_epoch(epoch, first_step, totals, segments, load)
+                stopped = None
+                if self.plan is not None and self.plan.mode == "core-ml-update":
+                    stopped = yield from self._core_ml_update_epoch(epoch, segments, load)
+                if stopped is None:
+                    stopped = yield from self._train_epoch(epoch, first_step, totals, segments, load)
             except Exception as exc:
                 if self.plan is None or self.plan.backend == "cpu" or self._snapshot is None:
                     raise
@@ -295,14 +310,49 @@ class TrainingSession:
                 last_emit = now
                 yield ev.StepProgressed(self.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, self._eta(epoch, result.step, steps_per_epoch, load))
         trainer.synchronize()
+        yield from self._close_epoch(epoch, segments, totals.loss_sum / max(totals.seen, 1), totals.correct / max(totals.seen, 1), load)
+        return False
+
+    def _core_ml_update_epoch(self, epoch: int, segments: list[_Segment], load: Any) -> Generator[ev.Event, None, bool | None]:
+        """One epoch of the ANE backend's core-ml-update mode: Core ML's MLUpdateTask trains the
+        whole epoch in one call (macOS), so this mode has no step events and requests from other
+        threads apply at epoch boundaries. Returns None when an override moved the run off this
+        mode before the epoch began (the caller then runs a normal epoch)."""
+        trainer = self.trainer
+        assert trainer is not None and self.plan is not None
+        self._position = (epoch, 0, _Totals())
+        yield from self._apply_commands(load, segments)
+        if self._stop_reason:
+            yield from self._checkpoint(epoch, 0, "interrupt", _Totals())
+            yield self._finish("interrupted", f"stopped ({self._stop_reason}) at epoch {epoch + 1}; resume with --resume {self.run_id}")
+            return True
+        if self.plan.mode != "core-ml-update":
+            return None
+        backend = self._backends(self.plan.backend)
+        start = time.perf_counter()
+        report = backend.train_core_ml_update(
+            trainer.full_model, trainer.train_set.X, trainer.train_set.y, trainer.train_set.num_classes,
+            epochs=1, batch_size=self.config.batch_size, learning_rate=self.config.lr, optimizer="adam",
+        )
+        segments[-1].steps += trainer.steps_per_epoch
+        segments[-1].seconds += time.perf_counter() - start
+        # Core ML reports the loss, not the accuracy: measure it on the training set with the updated weights.
+        accuracy = trainer.accuracy_on(trainer.train_set)
+        yield from self._close_epoch(epoch, segments, float(report.epoch_losses[-1]), accuracy, load)
+        return False
+
+    def _close_epoch(self, epoch: int, segments: list[_Segment], loss: float, accuracy: float | None, load: Any) -> Iterator[ev.Event]:
+        """Validation, the epoch record, its checkpoint, and the EpochTimed event."""
+        trainer = self.trainer
+        assert trainer is not None
         actual = sum(s.seconds for s in segments)
         val_acc = trainer.evaluate()
         self.rt.val_accuracy = val_acc
-        predicted = self._segments_predicted(segments, steps_per_epoch, load)
+        predicted = self._segments_predicted(segments, trainer.steps_per_epoch, load)
         record = {
             "epoch": epoch + 1,
-            "loss": totals.loss_sum / max(totals.seen, 1),
-            "accuracy": totals.correct / max(totals.seen, 1),
+            "loss": loss,
+            "accuracy": accuracy,
             "val_accuracy": val_acc,
             "predicted_s": predicted,
             "actual_s": actual,
@@ -312,7 +362,6 @@ class TrainingSession:
         yield from self._checkpoint(epoch + 1, 0, "epoch", _Totals(), record)
         self.rt.train_seconds += actual
         yield ev.EpochTimed(self.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, actual, self.plan, tuple(record["segments"]))  # type: ignore[arg-type]
-        return False
 
     def _fall_back(self, reason: str, load: Any) -> Iterator[ev.Event]:
         """Continue on the CPU from the last good state and say why. The live tensors are not
@@ -341,10 +390,8 @@ class TrainingSession:
     # ---------------------------------------------------------------- helpers
 
     def _forced_plan(self, cfg: SessionConfig, agent: Any, profile: Any, load: Any) -> tuple[Plan, str, str]:
-        from .backends import get_backend
-
         name = "cpu" if cfg.backend == "auto" else cfg.backend
-        backend = get_backend(name)
+        backend = self._backends(name)
         avail = backend.availability()
         if avail:
             avail = backend.supports(profile)
@@ -444,10 +491,8 @@ class TrainingSession:
                 segments.append(_Segment(self.plan))  # type: ignore[arg-type]
 
     def _plan_for(self, backend: str, threads: int | None) -> Plan:
-        from .backends import get_backend
-
         assert self._orchestrator is not None
-        plans = get_backend(backend).plans(self._orchestrator.hardware.logical_cpus)
+        plans = self._backends(backend).plans(self._orchestrator.hardware.logical_cpus)
         if backend == "cpu":
             if threads:
                 return Plan("cpu", threads=threads)

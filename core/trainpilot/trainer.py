@@ -38,7 +38,8 @@ def seed_everything(seed: int) -> None:
 
 
 class Trainer:
-    def __init__(self, model: nn.Module, train: Dataset, val: Dataset, *, batch_size: int, lr: float, seed: int):
+    def __init__(self, model: nn.Module, train: Dataset, val: Dataset, *, batch_size: int, lr: float, seed: int, backends: Any = get_backend):
+        self._backend = backends  # name -> Backend; a session may carry its own options (ANE --freeze)
         self.full_model = model
         self.model = model  # what trains now; a backend may narrow it (the ANE's head)
         self.train_set, self.val_set = train, val
@@ -59,11 +60,11 @@ class Trainer:
 
     def use_plan(self, plan: Plan) -> None:
         """Make `plan` the one the next step runs on; weights and optimizer state follow."""
-        backend = get_backend(plan.backend)
+        backend = self._backend(plan.backend)
         backend.activate(plan)
         device = backend.device(plan)
         if self.plan is not None:
-            get_backend(self.plan.backend).synchronize(self.plan)
+            self._backend(self.plan.backend).synchronize(self.plan)
         self.full_model.to(device)
         move_optimizer_state(self.optimizer, device)
         self.model, self._inputs = backend.adapt_job(self.full_model, self.train_set.X, plan)
@@ -71,7 +72,7 @@ class Trainer:
 
     def synchronize(self) -> None:
         if self.plan is not None:
-            get_backend(self.plan.backend).synchronize(self.plan)
+            self._backend(self.plan.backend).synchronize(self.plan)
 
     # ---------------------------------------------------------------- steps
 
@@ -101,20 +102,23 @@ class Trainer:
         correct = int((logits.argmax(dim=1) == y).sum())  # .item() syncs the device: timings stay honest
         return StepResult(epoch, step + 1, self.steps_per_epoch, float(loss.detach()), correct, len(idx), time.perf_counter() - start)
 
-    @torch.no_grad()
     def evaluate(self) -> float | None:
         """Accuracy of the whole model on the held-out split (None when there is none)."""
-        if len(self.val_set) == 0:
+        return self.accuracy_on(self.val_set)
+
+    @torch.no_grad()
+    def accuracy_on(self, data: Dataset) -> float | None:
+        if len(data) == 0:
             return None
         model = self.full_model
         model.eval()
         correct = 0
-        for start in range(0, len(self.val_set), 512):
-            idx = np.arange(start, min(start + 512, len(self.val_set)))
-            x = self._batch(self.val_set.X, idx).to(self.device)
-            y = torch.as_tensor(self.val_set.y[idx]).to(self.device)
+        for start in range(0, len(data), 512):
+            idx = np.arange(start, min(start + 512, len(data)))
+            x = self._batch(data.X, idx).to(self.device)
+            y = torch.as_tensor(data.y[idx]).to(self.device)
             correct += int((model(x).argmax(dim=1) == y).sum())
-        return correct / len(self.val_set)
+        return correct / len(data)
 
     # ---------------------------------------------------------------- state
 

@@ -23,7 +23,7 @@ DATASET_HELP = (
 
 
 def session_config(
-    *, model: str, dataset: Optional[str], epochs: int, batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None
+    *, model: str, dataset: Optional[str], epochs: int, batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None
 ) -> Any:
     from trainpilot.session import SessionConfig
 
@@ -35,10 +35,12 @@ def session_config(
         usage_error("--batch-size must be at least 1")
     if not lr > 0:
         usage_error("--lr must be positive")
+    if freeze is not None and freeze < 1:
+        usage_error("--freeze must be at least 1 (the number of leading layers Core ML runs frozen)")
     if threads is not None and threads < 1:
         usage_error("--threads must be at least 1")
     model_config: Any = {"name": model, "layers": layers} if layers else model
-    return SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume)
+    return SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze)
 
 
 class _SignalStop:
@@ -78,6 +80,7 @@ def run_command(
     backend: str = typer.Option("auto", "--backend", help="auto (the agent decides), cpu, ane, mps or cuda. An unavailable backend falls back to the CPU with the reason."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: the agent decides from the observed load)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
+    freeze: Optional[int] = typer.Option(None, "--freeze", help="ANE frozen-backbone mode: the first N learnable layers run forward in Core ML (macOS), the rest trains in PyTorch."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Resume the run with this id (see `trainpilot headless history`) from its last checkpoint."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the result on stdout at the end."),
     jsonl: bool = typer.Option(False, "--jsonl", help="Print every event as a JSON line on stdout as it happens."),
@@ -93,7 +96,7 @@ def run_command(
 
     from .progress import StderrProgress
 
-    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers)
+    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze)
     session = TrainingSession(config)
     finished: ev.RunFinished | None = None
     with _SignalStop(session) as stop, StderrProgress(quiet=quiet) as progress:

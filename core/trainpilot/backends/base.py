@@ -31,6 +31,10 @@ class Backend(ABC):
         """Whether this workload can train here; most backends run any PyTorch model."""
         return Availability(True)
 
+    def supports_plan(self, profile: "WorkloadProfile", plan: Plan) -> Availability:
+        """Whether this one plan can run the workload (backends with several modes refine this)."""
+        return self.supports(profile)
+
     @abstractmethod
     def plans(self, logical_cpus: int) -> list[Plan]:
         """The concrete plans this backend offers on this machine (only called when available)."""

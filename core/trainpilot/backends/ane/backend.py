@@ -192,6 +192,9 @@ class AneBackend(Backend):
             return Availability(True)
         return Availability(False, "; ".join(f"{mode}: {a.reason}" for mode, a in support.items()))
 
+    def supports_plan(self, profile: "WorkloadProfile", plan: Plan) -> Availability:
+        return self.mode_support(profile).get(plan.mode or FROZEN_BACKBONE, Availability(False, f"unknown ANE mode '{plan.mode}'"))
+
     def check_model(self, model: "nn.Module", sample_shape: tuple[int, ...]) -> dict[str, Availability]:
         """The exact per-mode answer for a built model (runs a probe forward pass, no conversion)."""
         from .split import split_model
