@@ -198,8 +198,10 @@ def load_target(path: str | Path) -> TargetMachine:
 
 
 def shipped_profiles_dir() -> Path:
-    """The profiles/ folder of a source checkout (core/trainpilot/ -> repository root)."""
-    return Path(__file__).resolve().parents[2] / "profiles"
+    """Shipped profiles: inside the installed package (the wheel copies them there), else the
+    profiles/ folder of a source checkout (core/trainpilot/ -> repository root)."""
+    packaged = Path(__file__).resolve().parent / "profiles"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "profiles"
 
 
 def shipped_profiles() -> dict[str, Path]:
