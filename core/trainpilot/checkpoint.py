@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,9 @@ def _load_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError("no checkpoint found", path)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about odd pickles on stderr; the error below says it
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated zip, wrong format, pickled code refused by weights_only
         first = (str(exc).strip().splitlines() or [""])[0][:160]
         raise CheckpointError(f"not a readable TrainPilot checkpoint ({type(exc).__name__}: {first})", path) from exc

@@ -4,6 +4,11 @@ Supported: a directory with X_train.npy/y_train.npy (or X.npy/y.npy), a .npz wit
 X_train/y_train, a directory of IDX files (MNIST names, gzipped or not), and a CSV file whose last
 column is the label. Nothing from a data file is ever executed: .npy/.npz load with
 `allow_pickle=False`, so an object array is refused instead of unpickled.
+
+Every file is distrusted: a .npy header is checked against the file's real size before anything is
+allocated, formats that are read into memory (labels, .npz, IDX, CSV, anything gzipped) are sized
+first and refused with the predicted need when they would not fit, and anything unexpected from a
+parser becomes a one-line DatasetError naming the file.
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ import gzip
 import io
 import math
 import struct
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +28,34 @@ from .errors import DatasetError
 
 DEMO_NAME = "demo"
 MAX_CLASSES = 10_000
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # training runs in float32: larger values become inf
+MEMORY_HEADROOM = 0.8  # load at most this share of the available memory; the model needs the rest
+CSV_BYTES_PER_TEXT_BYTE = 6  # parsing keeps a Python float (~32 B with its list slot) per ~6-byte cell
+
+
+def available_memory_bytes() -> int:
+    """Memory the machine can still give this process without swapping."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def format_bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def check_fits_in_memory(need: int, path: object, what: str) -> None:
+    """Refuse, with the predicted need, to load something that would not fit in memory."""
+    available = available_memory_bytes()
+    if need > available * MEMORY_HEADROOM:
+        raise DatasetError(
+            f"too large to load: {what} needs about {format_bytes(need)} of memory and {format_bytes(available)} is available"
+            " (X_train.npy/y_train.npy files are memory-mapped instead of loaded)",
+            path,
+        )
 
 
 @dataclass(frozen=True)
@@ -90,15 +125,27 @@ def load_dataset(path: str | Path) -> Dataset:
     path = Path(path).expanduser()
     if not path.exists():
         raise DatasetError("no such file or directory", path)
-    if path.is_dir():
-        X, y = _load_directory(path)
-    elif path.suffix == ".npz":
-        X, y = _load_npz(path)
-    elif path.suffix.lower() in (".csv", ".txt") or path.name.endswith(".csv.gz"):
-        X, y = _load_csv(path)
-    else:
-        raise DatasetError("unknown dataset format (expected a directory of .npy or IDX files, a .npz or a .csv)", path)
-    return validate(X, y, str(path))
+    try:
+        if path.is_dir():
+            X, y = _load_directory(path)
+        elif path.suffix == ".npz":
+            X, y = _load_npz(path)
+        elif path.suffix.lower() in (".csv", ".txt") or path.name.endswith(".csv.gz"):
+            X, y = _load_csv(path)
+        else:
+            raise DatasetError("unknown dataset format (expected a directory of .npy or IDX files, a .npz or a .csv)", path)
+        return validate(X, y, str(path))
+    except DatasetError:
+        raise
+    except MemoryError as exc:
+        raise DatasetError("too large to load into memory", path) from exc
+    except Exception as exc:  # whatever a parser throws at a damaged file: one line, never a traceback
+        raise DatasetError(f"cannot be read ({_describe(exc)})", path) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0][:160]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _load_directory(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -126,9 +173,41 @@ def _find(directory: Path, names: tuple[str, ...]) -> Path | None:
     return None
 
 
+def _read_npy_header(handle: io.BufferedIOBase, path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, header length) of a .npy stream, read without touching its data."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(handle)
+        if version == (1, 0):
+            shape, _fortran, dtype = fmt.read_array_header_1_0(handle)
+        elif version == (2, 0):
+            shape, _fortran, dtype = fmt.read_array_header_2_0(handle)
+        else:
+            shape, _fortran, dtype = fmt._read_array_header(handle, version)  # 3.0: no public reader
+    except Exception as exc:  # ValueError, tokenize errors, UnicodeDecodeError, EOFError from a damaged header
+        raise DatasetError(f"not a valid .npy array (bad header: {_describe(exc)})", path) from exc
+    if dtype.hasobject:
+        raise DatasetError("holds Python objects, which TrainPilot never unpickles", path)
+    return tuple(int(d) for d in shape), dtype, handle.tell()
+
+
+def _check_npy_size(shape: tuple[int, ...], dtype: np.dtype, data_bytes: int, path: Path) -> int:
+    expected = math.prod(shape) * dtype.itemsize
+    if data_bytes < expected:
+        raise DatasetError(f"truncated: its header says {dtype} {shape} ({format_bytes(expected)}) but it holds {format_bytes(data_bytes)} of data", path)
+    if data_bytes > expected:
+        raise DatasetError(f"damaged: {data_bytes - expected} unexpected bytes after the {dtype} {shape} array", path)
+    return expected
+
+
 def _load_npy(path: Path, mmap: bool) -> np.ndarray:
     if not path.is_file():
         raise DatasetError("missing (it must sit beside its partner array)", path)
+    with open(path, "rb") as handle:
+        shape, dtype, header = _read_npy_header(handle, path)
+    data_bytes = _check_npy_size(shape, dtype, path.stat().st_size - header, path)
+    if not mmap:
+        check_fits_in_memory(data_bytes + math.prod(shape) * 8, path, f"{dtype} {shape}")  # + its int64 copy
     try:
         # mmap keeps big feature arrays on disk; allow_pickle=False refuses object arrays (code).
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
@@ -140,8 +219,26 @@ def _load_npy(path: Path, mmap: bool) -> np.ndarray:
         raise DatasetError(f"not a valid .npy array ({exc})", path) from exc
 
 
+def _check_npz_members(path: Path) -> None:
+    """Check each array's header against its stored size and the total against free memory,
+    before numpy allocates what a (possibly lying) header asks for."""
+    need = 0
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            with archive.open(info) as member:
+                shape, dtype, header = _read_npy_header(member, path)  # type: ignore[arg-type]
+            expected = math.prod(shape) * dtype.itemsize
+            if info.file_size - header != expected:
+                raise DatasetError(f"damaged: member {info.filename} says {dtype} {shape} ({format_bytes(expected)}) but stores {format_bytes(max(info.file_size - header, 0))}", path)
+            need += expected
+    check_fits_in_memory(need * 2, path, f"its arrays ({format_bytes(need)}) and their float32/int64 copies")
+
+
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
+        _check_npz_members(path)
         with np.load(path, allow_pickle=False) as archive:
             names = set(archive.files)
             for x_name, y_name in (("X_train", "y_train"), ("X", "y"), ("x_train", "y_train"), ("x", "y")):
@@ -158,11 +255,28 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
 
 
+def _read_limited(path: Path, factor: float, what: str) -> bytes:
+    """The file's bytes, gunzipped when it ends in .gz; refused before it outgrows memory (a small
+    .gz can expand a thousandfold). `factor`: memory needed per byte read."""
+    if not path.name.endswith(".gz"):
+        check_fits_in_memory(int(path.stat().st_size * factor), path, what)
+        return path.read_bytes()
+    limit = int(available_memory_bytes() * MEMORY_HEADROOM / factor)
+    try:
+        with gzip.open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError; zlib.error is not
+        raise DatasetError(f"not a valid gzip file ({_describe(exc)})", path) from exc
+    if len(raw) > limit:
+        check_fits_in_memory(int(len(raw) * factor), path, f"{what} (decompressed: more than {format_bytes(limit)})")
+    return raw
+
+
 def read_idx(path: Path) -> np.ndarray:
     """Read an IDX file (the MNIST format): magic 0x0000 TT DD, DD big-endian dimension sizes, data."""
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raw = _read_limited(path, 2.0, "the IDX file")
+    except OSError as exc:
         raise DatasetError(f"cannot be read ({exc})", path) from exc
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
         raise DatasetError("not an IDX file (bad magic number)", path)
@@ -182,9 +296,9 @@ def read_idx(path: Path) -> np.ndarray:
 
 def _load_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
-        text = gzip.decompress(path.read_bytes()).decode() if path.name.endswith(".gz") else path.read_text()
-    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
-        raise DatasetError(f"cannot be read as text ({exc})", path) from exc
+        text = _read_limited(path, CSV_BYTES_PER_TEXT_BYTE, "parsing the CSV").decode()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"cannot be read as text ({_describe(exc)})", path) from exc
     rows = [row for row in csv.reader(io.StringIO(text)) if row and any(cell.strip() for cell in row)]
     if not rows:
         raise DatasetError("is empty", path)
@@ -249,10 +363,15 @@ def validate(X: np.ndarray, y: np.ndarray, source: str) -> Dataset:
     if num_classes < 2:
         num_classes = 2  # a one-class set still trains a 2-way classifier; say nothing clever
     if X.dtype.kind == "f":
-        # Check finiteness in chunks so a memory-mapped set is streamed, not loaded.
+        # Check in chunks so a memory-mapped set is streamed, not loaded. Values beyond float32's
+        # range are finite here but become inf in training, so they are refused too.
+        wide = X.dtype.itemsize > 4
         for start in range(0, X.shape[0], 8192):
-            if not np.all(np.isfinite(X[start : start + 8192])):
+            chunk = np.asarray(X[start : start + 8192])
+            if not np.all(np.isfinite(chunk)):
                 raise DatasetError("features contain NaN or infinity", source)
+            if wide and float(np.max(np.abs(chunk))) > FLOAT32_MAX:
+                raise DatasetError(f"features exceed the float32 range (|x| up to {float(np.max(np.abs(chunk))):.3g}); TrainPilot trains in float32", source)
     if X.ndim == 3:
         X = X[:, None] if not isinstance(X, np.memmap) else X.reshape(X.shape[0], 1, *X.shape[1:])
     return Dataset(X, y, source, num_classes)

@@ -183,9 +183,9 @@ def load_user_model(reference: str) -> nn.Module:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # the user's code: report, don't crash
+    except (Exception, SystemExit) as exc:  # the user's code: report, don't crash (nor exit with its code)
         sys.modules.pop(module_name, None)
-        raise WorkloadError(f"importing it failed: {type(exc).__name__}: {exc}", path) from exc
+        raise WorkloadError(f"importing it failed: {_one_line(exc)}", path) from exc
     cls = getattr(module, class_name, None)
     if cls is None:
         raise WorkloadError(f"defines no '{class_name}'", path)
@@ -193,8 +193,15 @@ def load_user_model(reference: str) -> nn.Module:
         raise WorkloadError(f"'{class_name}' is not a torch.nn.Module subclass", path)
     try:
         return cls()
-    except Exception as exc:
-        raise WorkloadError(f"{class_name}() failed (it must take no arguments): {type(exc).__name__}: {exc}", path) from exc
+    except (Exception, SystemExit) as exc:
+        raise WorkloadError(f"{class_name}() failed (it must take no arguments): {_one_line(exc)}", path) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 # ---------------------------------------------------------------- profiling
@@ -333,7 +340,7 @@ def profile_model(
     except WorkloadError:
         raise
     except Exception as exc:
-        raise WorkloadError(f"a forward/backward pass on input {input_shape} failed: {type(exc).__name__}: {exc}") from exc
+        raise WorkloadError(f"a forward/backward pass on input {input_shape} failed: {_one_line(exc)}") from exc
     finally:
         for h in hooks:
             h.remove()
