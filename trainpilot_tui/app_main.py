@@ -1,6 +1,6 @@
 """`trainpilot-tui`: the interactive app. Takes the same training options as `trainpilot headless run`
-(the option definitions, help texts included, are taken from that command, so the two cannot
-drift), plus --theme. Textual is imported only when the app starts, so --help answers at once.
+(the option definitions, help texts included, are taken from that command at import, so the two
+cannot drift), plus --theme. Textual is imported only when the app starts, so --help answers at once.
 
 Exit codes: 0 normal exit (a run quit mid-way is checkpointed, which is normal), 1 the last run
 failed, 2 usage error (bad option, unknown theme, malformed theme file).
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import typing
 from typing import Any, Optional
 
 import typer
@@ -21,12 +22,17 @@ THEME_HELP = (
     " ./themes or TRAINPILOT_HOME/themes, or a path to a .toml theme file. `t` cycles themes in the app."
 )
 
-_RUN_OPTIONS = inspect.signature(run_command).parameters
-
-
-def _same_as_headless(name: str) -> Any:
-    """The typer.Option of `headless run` for this parameter: one definition for both commands."""
-    return _RUN_OPTIONS[name].default
+def _training_parameters() -> list[inspect.Parameter]:
+    """The parameters of `headless run` that build the SessionConfig (all but its output options),
+    with their typer.Option objects and resolved types: one definition serves both commands, so a
+    new training option reaches the app without touching this file."""
+    hints = typing.get_type_hints(run_command)
+    config_keys = set(inspect.signature(session_config).parameters)
+    return [
+        p.replace(annotation=hints[p.name], kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(run_command).parameters.values()
+        if p.name in config_keys
+    ]
 
 
 def resolve_theme(value: str | None) -> tuple[str | None, list[Any]]:
@@ -72,26 +78,19 @@ def launch(config: Any, theme: str | None = None) -> int:
     return code if isinstance(code, int) else EXIT_OK
 
 
-def tui_command(
-    model: str = _same_as_headless("model"),
-    dataset: Optional[str] = _same_as_headless("dataset"),
-    epochs: int = _same_as_headless("epochs"),
-    batch_size: int = _same_as_headless("batch_size"),
-    lr: float = _same_as_headless("lr"),
-    seed: int = _same_as_headless("seed"),
-    backend: str = _same_as_headless("backend"),
-    threads: Optional[int] = _same_as_headless("threads"),
-    layers: Optional[int] = _same_as_headless("layers"),
-    resume: Optional[str] = _same_as_headless("resume"),
-    theme: Optional[str] = typer.Option(None, "--theme", help=THEME_HELP),
-) -> None:
+def tui_command(**options: Any) -> None:
     """Open TrainPilot's terminal app: live hardware, the agent's reasoning, predicted vs actual time.
 
-    Keys: o override the backend (c/a/m/g: cpu/ane/mps/cuda), p pause/resume, n new run,
-    r re-plan, t theme, q quit (mid-run: confirm, checkpoint, then exit); ctrl+p for all commands.
+    Keys: o override the backend (c/a/m/g: cpu/ane/mps/cuda), p pause/resume, n new run, r re-plan, t theme, q quit (mid-run: confirm, checkpoint, then exit); ctrl+p lists every command.
     """
-    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers)
+    theme = options.pop("theme", None)
+    config = session_config(**options)
     raise typer.Exit(launch(config, theme=theme))
+
+
+_THEME = inspect.Parameter("theme", inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, "--theme", help=THEME_HELP), annotation=Optional[str])
+tui_command.__signature__ = inspect.Signature([*_training_parameters(), _THEME])  # type: ignore[attr-defined]
+tui_command.__annotations__ = {p.name: p.annotation for p in tui_command.__signature__.parameters.values()}  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,12 +28,12 @@ def notifications(app: TrainPilotApp) -> list[str]:
 
 
 def scripted_app(factory: SessionFactory, *, epochs: int = 3, theme: str | None = None, samples: int = 40, **options: Any) -> TrainPilotApp:
+    options.setdefault("discover_user_themes", False)  # the developer's ./themes must not leak in
     return TrainPilotApp(
         SessionConfig(epochs=epochs),
         theme=theme,
         session_factory=factory,
         samples=sample_source(scripted_samples(samples)),
-        discover_user_themes=False,
         **options,
     )
 

@@ -1,4 +1,5 @@
-"""Snapshots of the main screen for each shipped theme at 80x24 and 160x48.
+"""Snapshots of the main screen for each shipped theme (the two built in, and the theme files in
+themes/) at 80x24 and 160x48.
 
 The session is scripted and held mid-run in epoch 3 after a user override in epoch 2 (so the table
 and chart show a split epoch), and the Hardware panel is fed a fixed list of samples: nothing on
@@ -6,9 +7,11 @@ screen depends on this machine or on timing. Update with `pytest --snapshot-upda
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from trainpilot_tui.app.themes import SHIPPED_THEMES
+from trainpilot_tui.app.themes import SHIPPED_THEMES, load_theme_file
 
 from .conftest import scripted_app, wait_until
 from .scripted import SessionFactory
@@ -28,11 +31,15 @@ async def _settle(pilot, factory: SessionFactory) -> None:  # type: ignore[no-un
     await pilot.pause()
 
 
+THEME_FILES = sorted((Path(__file__).resolve().parents[2] / "themes").glob("*.toml"))
+THEMES = [t.name for t in SHIPPED_THEMES] + [p.stem for p in THEME_FILES]
+
+
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
-@pytest.mark.parametrize("theme", [t.name for t in SHIPPED_THEMES])
+@pytest.mark.parametrize("theme", THEMES)
 def test_main_screen(snap_compare, theme: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
     factory = SessionFactory(holds=((2, 4), (3, 6)))
-    app = scripted_app(factory, theme=theme)
+    app = scripted_app(factory, theme=theme, extra_themes=[load_theme_file(p) for p in THEME_FILES])
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
         await _settle(pilot, factory)
