@@ -207,7 +207,7 @@ def _load_npy(path: Path, mmap: bool) -> np.ndarray:
         shape, dtype, header = _read_npy_header(handle, path)
     data_bytes = _check_npy_size(shape, dtype, path.stat().st_size - header, path)
     if not mmap:
-        check_fits_in_memory(data_bytes + math.prod(shape) * 8, path, f"{dtype} {shape}")  # + its int64 copy
+        check_fits_in_memory(data_bytes + math.prod(shape) * 8, path, f"loading {dtype} {shape}")  # + its int64 copy
     try:
         # mmap keeps big feature arrays on disk; allow_pickle=False refuses object arrays (code).
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
@@ -233,7 +233,7 @@ def _check_npz_members(path: Path) -> None:
             if info.file_size - header != expected:
                 raise DatasetError(f"damaged: member {info.filename} says {dtype} {shape} ({format_bytes(expected)}) but stores {format_bytes(max(info.file_size - header, 0))}", path)
             need += expected
-    check_fits_in_memory(need * 2, path, f"its arrays ({format_bytes(need)}) and their float32/int64 copies")
+    check_fits_in_memory(need * 2, path, f"loading its arrays ({format_bytes(need)}) with their float32/int64 copies")
 
 
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -244,11 +244,13 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
             for x_name, y_name in (("X_train", "y_train"), ("X", "y"), ("x_train", "y_train"), ("x", "y")):
                 if {x_name, y_name} <= names:
                     return archive[x_name], archive[y_name]
+    except DatasetError:
+        raise
     except ValueError as exc:
-        problem = "holds Python objects, which TrainPilot never unpickles" if "pickle" in str(exc) else f"not a valid .npz archive ({exc})"
+        problem = "holds Python objects, which TrainPilot never unpickles" if "pickle" in str(exc) else f"not a valid .npz archive ({_describe(exc)})"
         raise DatasetError(problem, path) from exc
     except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, zlib errors
-        raise DatasetError(f"not a valid .npz archive ({type(exc).__name__}: {exc})", path) from exc
+        raise DatasetError(f"not a valid .npz archive ({_describe(exc)})", path) from exc
     raise DatasetError(f"needs arrays X and y (or X_train and y_train); it has {sorted(names) or 'none'}", path)
 
 
@@ -275,7 +277,7 @@ def _read_limited(path: Path, factor: float, what: str) -> bytes:
 def read_idx(path: Path) -> np.ndarray:
     """Read an IDX file (the MNIST format): magic 0x0000 TT DD, DD big-endian dimension sizes, data."""
     try:
-        raw = _read_limited(path, 2.0, "the IDX file")
+        raw = _read_limited(path, 2.0, "loading the IDX file")
     except OSError as exc:
         raise DatasetError(f"cannot be read ({exc})", path) from exc
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:

@@ -61,6 +61,10 @@ class TrainingDiverged(TrainPilotError):
     """The loss or the weights became NaN/infinite: the run stops before saving them."""
 
 
+class InsufficientMemory(TrainPilotError):
+    """The chosen plan needs more memory than its device (or this machine) has free."""
+
+
 @dataclass
 class _Totals:
     """Running sums of the epoch in progress (checkpointed, so a resumed epoch reports whole-epoch figures)."""
@@ -244,6 +248,7 @@ class TrainingSession:
             source, reason = "resume", f"resumed run {self.run_id} from epoch {start_epoch}, step {start_step}"
 
         # ACT
+        _check_memory(plan, profile, dataset)
         self.trainer = Trainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends)
         trainer = self.trainer
         totals = _Totals()
@@ -598,6 +603,28 @@ def _switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:
     if old.backend == new.backend == "cpu":
         return 0.0
     return 3 * profile.weight_bytes / 2e9 + 0.05
+
+
+def _check_memory(plan: Plan, profile: Any, dataset: Any) -> None:
+    """Refuse, before training starts, a plan whose step would not fit: the predicted need against
+    the backend's budget (a device's free memory) or, on the host, the memory available now (the
+    dataset is already loaded or memory-mapped, so it is part of what is used, not of the need)."""
+    from .backends import get_backend
+    from .data import available_memory_bytes, format_bytes
+    from .workload import training_memory
+
+    estimate = training_memory(profile)
+    budget = get_backend(plan.backend).memory_budget_bytes(plan)
+    where = f"{plan.label}'s memory" if budget is not None else "memory available"
+    if budget is None:
+        budget = available_memory_bytes()
+    if estimate.total > budget:
+        source = dataset.source if dataset.source not in ("demo", "arrays") else None
+        raise InsufficientMemory(
+            f"training {profile.model} on {profile.dataset_size} samples with {plan.label} needs about {format_bytes(estimate.total)}"
+            f" ({estimate.describe()}), more than the {format_bytes(budget)} of {where}; try a smaller --batch-size",
+            source,
+        )
 
 
 def _describe(exc: BaseException) -> str:

@@ -373,3 +373,44 @@ def profile_model(
         batch_size=int(batch_size),
         epochs=int(epochs),
     )
+
+
+# ---------------------------------------------------------------- memory
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes a training step needs, by part. Adam keeps two moments per weight; a backward pass
+    keeps every activation of the batch and creates a gradient of the same size."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    batch: int
+    batch_size: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.batch
+
+    def describe(self) -> str:
+        from .data import format_bytes
+
+        return (
+            f"weights {format_bytes(self.weights)}, gradients {format_bytes(self.gradients)}, optimizer {format_bytes(self.optimizer)},"
+            f" activations {format_bytes(self.activations)} at batch {self.batch_size}, batch data {format_bytes(self.batch)}"
+        )
+
+
+def training_memory(profile: WorkloadProfile, batch_size: int | None = None, optimizer_slots: int = 2) -> MemoryEstimate:
+    """The memory one training step of `profile` needs (the dataset itself is counted by `data`)."""
+    batch_size = int(batch_size or profile.batch_size)
+    return MemoryEstimate(
+        weights=profile.weight_bytes,
+        gradients=profile.weight_bytes,
+        optimizer=optimizer_slots * profile.weight_bytes,
+        activations=2 * profile.activation_bytes_per_sample * batch_size,
+        batch=4 * math.prod(profile.input_shape) * batch_size + 8 * batch_size,
+        batch_size=batch_size,
+    )

@@ -32,6 +32,8 @@ def assert_one_line_about(error: Exception, path: Path) -> None:
     text = str(error)
     assert "\n" not in text and text.strip() == text and len(text) < 400, text
     assert text.startswith(str(path)) and len(text) > len(str(path)) + 2, text  # the file, then the problem
+    assert "Error:" not in text.split(": ", 1)[1][:30] or "(" in text, text  # no bare exception dump
+    assert "DatasetError" not in text and "CheckpointError" not in text, text  # one wrapping, not two
 
 
 def assert_sane(dataset: Dataset) -> None:
@@ -190,8 +192,9 @@ def test_pickle_payloads_are_refused_and_never_run(tmp_path):
     with pytest.raises(DatasetError, match="never unpickles"):
         load_dataset(npy_dir)
     (tmp_path / "data.npz").write_bytes(payloads["data.npz"])
-    with pytest.raises(DatasetError, match="never unpickles"):
+    with pytest.raises(DatasetError) as caught:
         load_dataset(tmp_path / "data.npz")
+    assert str(caught.value).endswith(": holds Python objects, which TrainPilot never unpickles")
     for name in ("latest.pt", "legacy.pt"):
         (tmp_path / name).write_bytes(payloads[name])
         with pytest.raises(CheckpointError, match="not a readable TrainPilot checkpoint"):
