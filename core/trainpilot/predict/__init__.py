@@ -1,0 +1,26 @@
+"""The cost model: a calibrated roofline for cold predictions, corrected by a history of real runs.
+
+Modules, one concept each:
+  features     what a step's time depends on, read from a workload profile
+  microbench   real micro-benchmark networks, trained and timed like the trainer trains
+  contention   a real busy-loop load, and a meter for other processes' CPU use
+  fit          non-negative least squares
+  calibrate    run the micro-benchmarks per plan and CPU state, fit the step-time model
+  calibration  the stored result, one JSON file per machine
+  derive       a calibration derived from a described machine's figures
+  roofline     the cold prediction, adjusted for observed CPU load
+  history      the SQLite run history (WAL, retries, damaged files set aside)
+  learning     warm corrections and measured error from the history
+  confidence   P(chosen plan is fastest) from the margin and the measured error
+  model        `CostModel`, the `Predictor` the agent uses
+  auto         quick calibration the first time a machine is seen
+  planning     plan a job without training (`trainpilot headless plan`)
+"""
+from __future__ import annotations
+
+from .auto import ensure_calibrated, open_calibrated
+from .calibration import Calibration
+from .history import History, RunRecord
+from .model import DESCRIBED_MARK, CostModel
+
+__all__ = ["Calibration", "CostModel", "DESCRIBED_MARK", "History", "RunRecord", "ensure_calibrated", "open_calibrated"]

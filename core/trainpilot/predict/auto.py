@@ -1,0 +1,26 @@
+"""Auto-calibration: the first time TrainPilot meets a machine, a quick calibration (a few seconds)
+runs before the agent thinks, so the cost model decides from the first run on. A full calibration
+(`trainpilot headless calibrate`) replaces it whenever the user asks.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from .model import CostModel
+
+
+def ensure_calibrated(model: CostModel, progress: Callable[[float, str], None] | None = None, quick: bool = True) -> bool:
+    """Calibrate `model`'s machine if it never was. Returns True when it measured now."""
+    if model.is_calibrated or model.is_described:
+        return False
+    model.calibrate(progress=progress, quick=quick)
+    return True
+
+
+def open_calibrated(home: Path | str | None = None, hardware: Any = None,
+                    progress: Callable[[float, str], None] | None = None) -> CostModel:
+    """`CostModel.open(...)`, quick-calibrating first on a machine seen for the first time."""
+    model = CostModel.open(home, hardware)
+    ensure_calibrated(model, progress)
+    return model

@@ -1,0 +1,311 @@
+"""The run history: every finished run's workload, plan, load, predicted and actual time, in SQLite.
+
+Several TrainPilot processes may finish runs at the same moment, so the database runs in WAL mode
+(readers never block the writer) with a busy timeout, and every write is retried with backoff when
+SQLite still reports the file locked. A file that is not a database, or that a newer TrainPilot
+wrote (schema version above ours), is set aside under a new name with a message, and a fresh
+history starts: losing the learned corrections costs a few runs of accuracy, a crash costs the run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from ..plans import Plan
+
+SCHEMA_VERSION = 1
+LOG = logging.getLogger("trainpilot.predict")
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    recorded_at REAL NOT NULL,
+    machine_id TEXT NOT NULL,
+    footprint TEXT NOT NULL,
+    model TEXT NOT NULL,
+    params INTEGER NOT NULL,
+    flops_per_sample REAL NOT NULL,
+    dataset_size INTEGER NOT NULL,
+    batch_size INTEGER NOT NULL,
+    profile_json TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    threads INTEGER,
+    device TEXT,
+    mode TEXT,
+    busy_cores REAL NOT NULL,
+    cpu_percent REAL NOT NULL,
+    predicted_s REAL,
+    actual_s REAL NOT NULL,
+    status TEXT NOT NULL,
+    epochs INTEGER NOT NULL,
+    epochs_done INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (machine_id, footprint, backend, threads);
+"""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    recorded_at: float
+    machine_id: str
+    footprint: str
+    profile: dict[str, Any]  # the workload profile's to_dict() (model, params, FLOPs, bytes, sizes)
+    plan: Plan
+    busy_cores: float
+    cpu_percent: float
+    predicted_s: float | None
+    actual_s: float
+    status: str  # success | failed | interrupted
+    epochs: int  # planned
+    epochs_done: int
+    id: int | None = None
+
+    @property
+    def model(self) -> str:
+        return str(self.profile.get("model", "?"))
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error of the prediction made before the run: predicted/actual - 1."""
+        if self.predicted_s is None or self.actual_s <= 0:
+            return None
+        return self.predicted_s / self.actual_s - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "recorded_at": self.recorded_at,
+            "machine_id": self.machine_id,
+            "footprint": self.footprint,
+            "model": self.model,
+            "plan": self.plan.to_dict(),
+            "plan_label": self.plan.label,
+            "busy_cores": self.busy_cores,
+            "cpu_percent": self.cpu_percent,
+            "predicted_s": self.predicted_s,
+            "actual_s": self.actual_s,
+            "error": self.error,
+            "status": self.status,
+            "epochs": self.epochs,
+            "epochs_done": self.epochs_done,
+            "dataset_size": self.profile.get("dataset_size"),
+            "batch_size": self.profile.get("batch_size"),
+        }
+
+
+class HistoryUnavailable(Exception):
+    """The history could not be opened or written even after setting a damaged file aside."""
+
+
+class History:
+    """The run history at `path` (default: `paths.history_db_path()`)."""
+
+    def __init__(self, path: Path | str, *, timeout_s: float = 30.0, notify: Callable[[str], None] | None = None):
+        self.path = Path(path)
+        self.timeout_s = timeout_s
+        self.notices: list[str] = []  # messages for the user (a file set aside, ...)
+        self._notify = notify
+        self._open()
+
+    # ---------------------------------------------------------------- opening
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+        return conn
+
+    def _open(self) -> None:
+        for attempt in range(2):
+            try:
+                conn = self._connect()
+                try:
+                    self._retry(lambda: self._init_schema(conn))
+                finally:
+                    conn.close()
+                return
+            except _SetAside as why:
+                if attempt:
+                    raise HistoryUnavailable(f"{self.path}: {why}") from None
+                self._set_aside(str(why))
+            except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed", ...
+                if attempt:
+                    raise HistoryUnavailable(f"{self.path}: {exc}") from exc
+                self._set_aside(f"unreadable ({exc})")
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise _SetAside(f"written by a newer TrainPilot (history schema {version}, this one reads {SCHEMA_VERSION})")
+        # A quick structural check: a truncated or overwritten file fails here, not mid-run.
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise _SetAside(f"damaged ({check})")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # e.g. a network file system: still correct, just slower
+            LOG.info("history %s: journal mode %s (WAL unavailable)", self.path, mode)
+        if version < SCHEMA_VERSION:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def _set_aside(self, why: str) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.set-aside-{stamp}-{os.getpid()}")
+        try:
+            os.replace(self.path, target)
+        except FileNotFoundError:  # another process set it aside first
+            target = None  # type: ignore[assignment]
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                try:
+                    os.replace(side, Path(str(target) + suffix) if target else side.with_name(side.name + ".stale"))
+                except OSError:
+                    pass
+        where = f"moved to {target}" if target else "already moved by another process"
+        self._say(f"run history {self.path} was {why}; {where}; starting a fresh history")
+
+    def _say(self, message: str) -> None:
+        self.notices.append(message)
+        LOG.warning(message)
+        if self._notify:
+            self._notify(message)
+
+    # ---------------------------------------------------------------- retries
+
+    def _retry(self, fn: Callable[[], T], attempts: int = 12) -> T:
+        """Run `fn`, retrying with jittered backoff while SQLite says the database is locked/busy
+        (the busy timeout covers most waits; this covers the cases SQLite reports immediately,
+        such as a lock upgrade deadlock between two writers)."""
+        delay = 0.01
+        for attempt in range(attempts):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                text = str(exc).lower()
+                if ("locked" not in text and "busy" not in text) or attempt == attempts - 1:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")
+
+    # ---------------------------------------------------------------- writing and reading
+
+    def add(self, record: RunRecord) -> int:
+        """Store one run; returns its row id. Concurrent writers each get their row."""
+        values = (
+            record.run_id,
+            record.recorded_at,
+            record.machine_id,
+            record.footprint,
+            record.model,
+            int(record.profile.get("params", 0) or 0),
+            float(record.profile.get("flops_per_sample", 0.0) or 0.0),
+            int(record.profile.get("dataset_size", 0) or 0),
+            int(record.profile.get("batch_size", 0) or 0),
+            json.dumps(record.profile, sort_keys=True, default=str),
+            record.plan.backend,
+            record.plan.threads,
+            record.plan.device,
+            record.plan.mode,
+            float(record.busy_cores),
+            float(record.cpu_percent),
+            record.predicted_s,
+            float(record.actual_s),
+            record.status,
+            int(record.epochs),
+            int(record.epochs_done),
+        )
+
+        def write() -> int:
+            conn = self._connect()
+            try:
+                cur = conn.execute(
+                    "INSERT INTO runs (run_id, recorded_at, machine_id, footprint, model, params, flops_per_sample,"
+                    " dataset_size, batch_size, profile_json, backend, threads, device, mode, busy_cores, cpu_percent,"
+                    " predicted_s, actual_s, status, epochs, epochs_done) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    values,
+                )
+                return int(cur.lastrowid or 0)
+            finally:
+                conn.close()
+
+        return self._retry(write)
+
+    def records(self, machine_id: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        """Runs, newest first (all machines when `machine_id` is None)."""
+        sql = "SELECT * FROM runs"
+        args: list[Any] = []
+        if machine_id is not None:
+            sql += " WHERE machine_id = ?"
+            args.append(machine_id)
+        sql += " ORDER BY recorded_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+
+        def read() -> list[RunRecord]:
+            conn = self._connect()
+            conn.row_factory = sqlite3.Row
+            try:
+                return [_from_row(row) for row in conn.execute(sql, args)]
+            finally:
+                conn.close()
+
+        return self._retry(read)
+
+    def count(self) -> int:
+        def read() -> int:
+            conn = self._connect()
+            try:
+                return int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+            finally:
+                conn.close()
+
+        return self._retry(read)
+
+
+class _SetAside(Exception):
+    pass
+
+
+def _from_row(row: sqlite3.Row) -> RunRecord:
+    try:
+        profile = json.loads(row["profile_json"])
+    except ValueError:
+        profile = {"model": row["model"], "params": row["params"], "flops_per_sample": row["flops_per_sample"]}
+    return RunRecord(
+        run_id=row["run_id"],
+        recorded_at=row["recorded_at"],
+        machine_id=row["machine_id"],
+        footprint=row["footprint"],
+        profile=profile,
+        plan=Plan(row["backend"], threads=row["threads"], device=row["device"], mode=row["mode"]),
+        busy_cores=row["busy_cores"],
+        cpu_percent=row["cpu_percent"],
+        predicted_s=row["predicted_s"],
+        actual_s=row["actual_s"],
+        status=row["status"],
+        epochs=row["epochs"],
+        epochs_done=row["epochs_done"],
+        id=row["id"],
+    )

@@ -1,0 +1,142 @@
+"""Learning from the run history: warm corrections and the model's measured error.
+
+Correction (StarPU-style, generalised): for every past run on this machine, the log ratio of the
+actual time to what the calibrated roofline says *now* for that run (same plan, load, epochs). A
+new prediction is the roofline times exp(weighted mean of those log ratios), weighted by how
+similar each run is to the one being predicted:
+
+    weight = plan match x load-state match x workload similarity (x 8 for the same footprint)
+
+so the same workload on the same plan and load (StarPU's per-footprint history) dominates as soon
+as it exists, and otherwise runs of the same layer kind and a similar size on the same plan speak.
+A prior weight pulls the mean towards 0 (the roofline itself) while evidence is thin.
+
+Measured error: the weighted RMS of log(actual / predicted) of the predictions TrainPilot made
+before past runs of a similar kind, with the calibration's own fit residual as a prior. It falls
+as predictions improve, and feeds the confidence.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..plans import Plan
+from .calibration import Calibration
+from .features import WorkFeatures, features_of
+from .history import RunRecord
+from .roofline import LOAD_FULL_CORES, LOAD_NOISE_CORES, _smooth, estimate
+
+EXACT_BONUS = 8.0  # the same footprint counts as eight similar runs
+PRIOR_WEIGHT = 0.35  # pseudo-runs at ratio 1 (the roofline) that evidence has to outweigh
+ERROR_PRIOR_RUNS = 3.0  # pseudo-runs at the prior error
+COLD_ERROR_FACTOR = 2.5  # cold errors measured here run ~2-3x the calibration fit residual
+MIN_ERROR = 0.03  # timing noise floor on a shared machine: never claim to be better than this
+LEARN_STATUSES = ("success", "interrupted")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One past run, reduced to what the correction needs (computed once per model load)."""
+
+    record: RunRecord
+    features: WorkFeatures
+    busy_weight: float
+    log_ratio: float  # ln(actual / roofline now)
+    log_error: float | None  # ln(actual / predicted then)
+
+
+@dataclass(frozen=True)
+class Correction:
+    log_factor: float  # add to ln(roofline)
+    weight: float  # evidence behind it (in runs)
+    exact_runs: int  # runs of this very footprint on this plan and load state
+    similar_runs: int  # other runs that contributed noticeably
+
+    @property
+    def factor(self) -> float:
+        return math.exp(self.log_factor)
+
+    @property
+    def spoke(self) -> bool:
+        return self.weight >= 0.5
+
+
+def state_weight(busy_cores: float, calibration: Calibration, plan: Plan) -> float:
+    """0 for an idle machine, 1 with a core busy (what `roofline.load_weights` blends with)."""
+    return _smooth(busy_cores, LOAD_NOISE_CORES, LOAD_FULL_CORES)
+
+
+def observe(records: Iterable[RunRecord], calibration: Calibration) -> list[Observation]:
+    out = []
+    for rec in records:
+        if rec.status not in LEARN_STATUSES or rec.epochs_done < 1 or rec.actual_s <= 0:
+            continue
+        feats = features_of(rec.profile, epochs=rec.epochs_done)
+        roof = estimate(feats, rec.plan, rec.busy_cores, calibration)
+        if roof is None or roof.run_s <= 0:
+            continue
+        log_error = None
+        if rec.predicted_s and rec.predicted_s > 0:
+            # the prediction was for the planned epochs; scale it to the epochs actually done
+            scaled = rec.predicted_s * rec.epochs_done / max(rec.epochs, 1)
+            log_error = math.log(rec.actual_s / scaled)
+        out.append(Observation(rec, feats, state_weight(rec.busy_cores, calibration, rec.plan), math.log(rec.actual_s / roof.run_s), log_error))
+    return out
+
+
+def similarity(a: WorkFeatures, b: WorkFeatures) -> float:
+    """How alike two workloads are for timing purposes, in (0, 1]."""
+    kind = 1.0 if a.dominant_kind == b.dominant_kind else 0.15
+    fa, fb = max(a.total_flops, 1.0), max(b.total_flops, 1.0)
+    size = math.exp(-((math.log(fa / fb)) ** 2) / (2 * 1.0**2))
+    batch = math.exp(-((math.log(a.batch_size / b.batch_size)) ** 2) / (2 * 0.8**2))
+    layers = math.exp(-((a.layers - b.layers) ** 2) / (2 * 2.0**2))
+    return kind * size * batch * layers
+
+
+def plan_match(a: Plan, b: Plan) -> float:
+    if a.backend != b.backend:
+        return 0.0
+    if a.backend == "cpu":
+        return 1.0 if a.threads == b.threads else 0.0
+    return 1.0 if (a.device, a.mode) == (b.device, b.mode) else 0.7
+
+
+def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan: Plan, busy_weight: float) -> Correction:
+    num = den = 0.0
+    exact = similar = 0
+    for o in obs:
+        pm = plan_match(plan, o.record.plan)
+        if pm == 0.0:
+            continue
+        load = math.exp(-(((busy_weight - o.busy_weight) / 0.25) ** 2))
+        if load < 0.05:
+            continue
+        same = o.record.footprint == footprint
+        w = pm * load * (EXACT_BONUS if same else similarity(feats, o.features))
+        if w < 1e-3:
+            continue
+        num += w * o.log_ratio
+        den += w
+        if same and load > 0.5:
+            exact += 1
+        elif w > 0.1:
+            similar += 1
+    return Correction(num / (den + PRIOR_WEIGHT) if den else 0.0, den, exact, similar)
+
+
+def measured_error(obs: list[Observation], feats: WorkFeatures, prior: float) -> tuple[float, float]:
+    """(RMS relative error of past predictions for this kind of workload, evidence in runs).
+    Recent runs count more than old ones: the model that made them has learnt since."""
+    num = prior**2 * ERROR_PRIOR_RUNS
+    den = ERROR_PRIOR_RUNS
+    evidence = 0.0
+    for rank, o in enumerate(obs):  # newest first
+        if o.log_error is None:
+            continue
+        w = similarity(feats, o.features) * (0.97**rank)
+        num += w * o.log_error**2
+        den += w
+        evidence += w
+    return max(math.sqrt(num / den), MIN_ERROR), evidence

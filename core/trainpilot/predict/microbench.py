@@ -1,0 +1,218 @@
+"""Real micro-benchmarks: small representative conv, dense and recurrent networks trained for a
+few steps exactly the way `trainer.Trainer.train_step` trains (numpy batch -> tensor, Adam,
+cross-entropy, accuracy), timed per step. Their profiles come from the same `profile_model` the
+user's workload goes through, so the fit sees the features the prediction will see.
+
+torch is imported inside the functions: this module is reachable from the CLI's --help path.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import torch
+
+    from .features import WorkFeatures
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """One micro-benchmark network. kind: conv | dense | recurrent | tiny."""
+
+    kind: str
+    input_shape: tuple[int, ...]
+    width: int
+    layers: int
+    batch: int
+
+    @property
+    def name(self) -> str:
+        shape = "x".join(map(str, self.input_shape))
+        return f"{self.kind}-{shape}-w{self.width}-l{self.layers}-b{self.batch}"
+
+
+# Chosen to span arithmetic intensity (FLOPs per byte), per-layer work, sequence length and batch
+# for each kind, so the fit can tell fixed costs from FLOP costs from memory costs. None of them is
+# one of the zoo's benchmark workloads.
+FULL_SUITE: tuple[BenchSpec, ...] = (
+    BenchSpec("tiny", (8,), 8, 1, 8),
+    BenchSpec("tiny", (32,), 16, 3, 16),
+    BenchSpec("dense", (64,), 64, 2, 16),
+    BenchSpec("dense", (256,), 256, 2, 32),
+    BenchSpec("dense", (600,), 160, 2, 32),
+    BenchSpec("dense", (300,), 1024, 4, 32),
+    BenchSpec("dense", (512,), 768, 3, 64),
+    BenchSpec("dense", (1024,), 2048, 2, 128),
+    BenchSpec("conv", (1, 24, 24), 8, 2, 32),
+    BenchSpec("conv", (1, 20, 20), 24, 4, 32),
+    BenchSpec("conv", (3, 32, 32), 12, 3, 64),
+    BenchSpec("conv", (8, 12, 12), 64, 3, 64),
+    BenchSpec("conv", (32, 8, 8), 128, 3, 32),
+    BenchSpec("recurrent", (12, 16), 32, 1, 32),
+    BenchSpec("recurrent", (32, 8), 48, 1, 16),
+    BenchSpec("recurrent", (16, 24), 160, 1, 32),
+    BenchSpec("recurrent", (24, 32), 96, 2, 64),
+    BenchSpec("recurrent", (10, 64), 256, 1, 128),
+)
+# Quick mode (first sight of a machine): fewer points, still every kind at a low and a high
+# arithmetic intensity, and more points than coefficients.
+QUICK_SUITE: tuple[BenchSpec, ...] = tuple(FULL_SUITE[i] for i in (0, 1, 3, 5, 7, 8, 9, 11, 12, 13, 15, 16))
+
+
+def build_bench_model(spec: BenchSpec) -> "torch.nn.Module":
+    import torch
+    from torch import nn
+
+    classes = 10
+    if spec.kind in ("dense", "tiny"):
+        mods: list[nn.Module] = []
+        n_in = spec.input_shape[0]
+        for _ in range(spec.layers - 1):
+            mods += [nn.Linear(n_in, spec.width), nn.ReLU()]
+            n_in = spec.width
+        mods.append(nn.Linear(n_in, classes))
+        return nn.Sequential(nn.Flatten(), *mods)
+    if spec.kind == "conv":
+        c_in, h, w = spec.input_shape
+        mods = []
+        for i in range(spec.layers - 1):
+            mods += [nn.Conv2d(c_in, spec.width, 3, padding=1), nn.ReLU()]
+            if i == 0 and h >= 16:  # pool large inputs once, as small CNNs do; keep small maps whole
+                mods.append(nn.MaxPool2d(2))
+                h, w = h // 2, w // 2
+            c_in = spec.width
+        mods += [nn.Flatten(), nn.Linear(c_in * h * w, classes)]
+        return nn.Sequential(*mods)
+    if spec.kind == "recurrent":
+
+        class _Recurrent(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lstm = nn.LSTM(spec.input_shape[1], spec.width, num_layers=spec.layers, batch_first=True)
+                self.head = nn.Linear(spec.width, classes)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                out, _ = self.lstm(x)
+                return self.head(out[:, -1])
+
+        return _Recurrent()
+    raise ValueError(f"unknown micro-benchmark kind {spec.kind!r}")
+
+
+def bench_features(spec: BenchSpec) -> "WorkFeatures":
+    """Profile the benchmark network with the product's own profiler, then read its features."""
+    from ..workload import profile_model
+    from .features import features_of
+
+    model = build_bench_model(spec)
+    profile = profile_model(model, spec.input_shape, 10, spec.batch * 4, name=spec.name, batch_size=spec.batch)
+    extra = {"recurrent_layers": spec.layers} if spec.kind == "recurrent" else {}
+    if extra:
+        from dataclasses import replace
+
+        profile = replace(profile, extra=extra)
+    return features_of(profile)
+
+
+def time_training_steps(spec: BenchSpec, threads: int | None, min_seconds: float, device: str = "cpu",
+                        sync: Callable[[], None] | None = None) -> tuple[float, float]:
+    """Train the benchmark network; return (seconds per steady step, extra seconds of the first step).
+
+    The steady figure is the mean of several blocks of steps without the slowest block: one
+    hiccup from another process does not move it, while the regular stalls of a contended core
+    (which a real run pays too) still count. `threads` is set for the measurement and restored after.
+    """
+    import numpy as np
+    import torch
+
+    previous = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(0)
+        dev = torch.device(device)
+        model = build_bench_model(spec).to(dev)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loss_fn = torch.nn.CrossEntropyLoss()
+        rng = np.random.default_rng(0)
+        pool = 4 * spec.batch
+        X = rng.standard_normal((pool, *spec.input_shape), dtype=np.float32)
+        y = rng.integers(0, 10, pool)
+        sync = sync or (lambda: None)
+
+        def step(i: int) -> None:
+            idx = rng.permutation(pool)[: spec.batch]
+            x = torch.as_tensor(np.asarray(X[idx]), dtype=torch.float32).to(dev)
+            t = torch.as_tensor(y[idx]).to(dev)
+            model.train()
+            optimizer.zero_grad(set_to_none=True)
+            logits = model(x)
+            loss = loss_fn(logits, t)
+            loss.backward()
+            optimizer.step()
+            int((logits.argmax(dim=1) == t).sum())  # the trainer's accuracy count (and a device sync)
+            float(loss.detach())
+
+        start = time.perf_counter()
+        step(0)
+        sync()
+        first = time.perf_counter() - start
+        # Size blocks from one timed step so that each block lasts ~1/5 of the budget; stop at a
+        # hard wall-clock cap, so a machine that is busier than expected slows calibration down
+        # by a bounded amount instead of without end.
+        start = time.perf_counter()
+        step(1)
+        sync()
+        one = max(time.perf_counter() - start, 1e-5)
+        per_block = max(1, int(min_seconds / 5 / one))
+        blocks: list[float] = []
+        spent = 0.0
+        cap = 4 * min_seconds
+        while len(blocks) < 2 or (spent < min_seconds and len(blocks) < 12) or (len(blocks) < 3 and spent < cap):
+            start = time.perf_counter()
+            for i in range(per_block):
+                step(i)
+            sync()
+            elapsed = time.perf_counter() - start
+            spent += elapsed
+            blocks.append(elapsed / per_block)
+            if spent > cap:
+                break
+        steady = statistics.fmean(sorted(blocks)[:-1]) if len(blocks) > 2 else statistics.fmean(blocks)
+        return steady, max(first - steady, 0.0)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def memory_bandwidth(threads: int | None, min_seconds: float = 0.1, megabytes: int = 64) -> float:
+    """Sustained copy bandwidth in bytes/s (read + write), STREAM-copy style, with `threads`."""
+    import torch
+
+    previous = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        n = megabytes * 1024 * 1024 // 4
+        src = torch.ones(n)
+        dst = torch.empty(n)
+        dst.copy_(src)
+        best = 0.0
+        spent = 0.0
+        reps = 0
+        while reps < 3 or spent < min_seconds:
+            start = time.perf_counter()
+            dst.copy_(src)
+            elapsed = time.perf_counter() - start
+            spent += elapsed
+            reps += 1
+            best = max(best, 2 * 4 * n / elapsed)
+        return best
+    finally:
+        torch.set_num_threads(previous)
+
+
+def describe_spec(spec: BenchSpec) -> dict[str, Any]:
+    return {"kind": spec.kind, "input_shape": list(spec.input_shape), "width": spec.width, "layers": spec.layers, "batch": spec.batch}

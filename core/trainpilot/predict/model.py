@@ -1,0 +1,366 @@
+"""`CostModel`: the calibrated roofline plus the run history, behind the `Predictor` protocol.
+
+    model = CostModel.open()                     # this machine, the user's data directory
+    model = CostModel.open(hardware=target)      # a described machine (TargetMachine)
+    if not model.is_calibrated:
+        model.calibrate(quick=True)
+    prediction = model.predict(profile, plan, load)
+    decision = model.decide(profile, predictions, load, hardware_state)
+    model.record(profile, plan, load, predicted_s, actual_s, run_id=..., status="success", epochs_done=3)
+
+Until the machine is calibrated it predicts with the first estimate and decides with the
+documented rule cascade (`estimate.py`), so the agent always has an answer.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..plans import Decision, Plan, PlanPrediction
+from .calibration import Calibration, load_calibration, save_calibration
+from .confidence import confidence_from_margin
+from .features import features_of
+from .history import History, HistoryUnavailable, RunRecord
+from .learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, state_weight
+from .roofline import estimate
+
+if TYPE_CHECKING:
+    from ..hardware import HardwareInfo
+    from ..monitor import UtilizationSample
+    from ..workload import WorkloadProfile
+
+LOG = logging.getLogger("trainpilot.predict")
+DESCRIBED_MARK = "predicted for a described machine"
+HISTORY_WINDOW = 2000  # newest runs of this machine the model learns from (keeps thinking < 10 ms)
+
+
+def _is_target(obj: Any) -> bool:
+    return obj is not None and hasattr(obj, "cpu_flops_per_core") and hasattr(obj, "backends")
+
+
+def _busy(load: "UtilizationSample | None") -> float:
+    return float(load.busy_cores) if load is not None else 0.0
+
+
+class CostModel:
+    """A `Predictor` (see `predictor.py`). Build it with `CostModel.open`."""
+
+    policy = "cost-model"
+
+    def __init__(
+        self,
+        *,
+        machine_id: str,
+        logical_cpus: int,
+        calibration: Calibration | None,
+        calibration_dir: Path | None,
+        history: History | None,
+        described: Any = None,
+        notices: list[str] | None = None,
+        available_backends: list[str] | None = None,
+    ):
+        self.machine_id = machine_id
+        self.logical_cpus = logical_cpus
+        self.calibration = calibration
+        self.calibration_dir = calibration_dir
+        self.history = history
+        self.described = described
+        self.notices: list[str] = list(notices or [])
+        self.available_backends = available_backends or ["cpu"]
+        self._observations: list[Observation] | None = None
+        self._fallback: Any = None
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def open(
+        cls,
+        home: Path | str | None = None,
+        hardware: "HardwareInfo | Any | None" = None,
+        *,
+        history_path: Path | str | None = None,
+    ) -> "CostModel":
+        """Open the model for this machine (`hardware` = a `HardwareInfo`, probed when None) or
+        for a described machine (`hardware` = a `TargetMachine`). `home` overrides the data
+        directory (default: `paths.data_home()`); `history_path` the history database alone."""
+        from .. import paths
+
+        home_path = Path(home).expanduser() if home is not None else None
+        cal_dir = (home_path / "calibration") if home_path else paths.calibration_dir()
+        if history_path is None:
+            history_path = (home_path / "history.sqlite3") if home_path else paths.history_db_path()
+        notices: list[str] = []
+        if _is_target(hardware):
+            from .derive import calibration_for_target
+
+            calibration = calibration_for_target(hardware)
+            return cls(
+                machine_id=calibration.machine_id,
+                logical_cpus=calibration.logical_cpus,
+                calibration=calibration,
+                calibration_dir=None,
+                history=None,  # runs here say nothing about a machine that is only described
+                described=hardware,
+                notices=[DESCRIBED_MARK + f": {calibration.described}"],
+                available_backends=calibration.backends(),
+            )
+        if hardware is None:
+            from ..hardware import probe
+
+            hardware = probe()
+        calibration, why = load_calibration(cal_dir, hardware.machine_id)
+        if why and calibration is None and "unreadable" in why:
+            notices.append(why)
+        history: History | None
+        try:
+            history = History(history_path)
+            notices.extend(history.notices)
+        except (HistoryUnavailable, OSError) as exc:
+            history = None
+            notices.append(f"run history unavailable ({exc}); predictions use the roofline only")
+            LOG.warning(notices[-1])
+        return cls(
+            machine_id=hardware.machine_id,
+            logical_cpus=hardware.logical_cpus,
+            calibration=calibration,
+            calibration_dir=cal_dir,
+            history=history,
+            notices=notices,
+            available_backends=hardware.available_backends() or ["cpu"],
+        )
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def is_calibrated(self) -> bool:
+        return self.calibration is not None
+
+    @property
+    def is_described(self) -> bool:
+        return self.described is not None
+
+    def plans(self) -> list[Plan]:
+        """The plans this machine offers (the described machine's, or this one's available backends)."""
+        if self.is_described:
+            from .derive import target_plans
+
+            return target_plans(self.described)
+        from ..backends import get_backend
+
+        out: list[Plan] = []
+        for name in self.available_backends:
+            out.extend(get_backend(name).plans(self.logical_cpus))
+        return out
+
+    def calibrate(self, progress: Callable[[float, str], None] | None = None, quick: bool = False) -> Calibration:
+        """Measure this machine (every available backend, every thread count) and store it."""
+        if self.is_described:
+            raise ValueError("a described machine cannot be measured; its calibration comes from its figures")
+        from .calibrate import run_calibration
+
+        calibration = run_calibration(self.machine_id, self.logical_cpus, self.plans(), progress=progress, quick=quick)
+        if self.calibration_dir is not None:
+            save_calibration(calibration, self.calibration_dir)
+        self.calibration = calibration
+        self._observations = None  # ratios are relative to the roofline, which just changed
+        return calibration
+
+    def observations(self) -> list[Observation]:
+        if self._observations is None:
+            records: list[RunRecord] = []
+            if self.history is not None and self.calibration is not None:
+                try:
+                    records = self.history.records(self.machine_id, limit=HISTORY_WINDOW)
+                except Exception as exc:  # a history we cannot read must not stop a prediction
+                    self._note(f"could not read the run history: {exc}")
+            self._observations = observe(records, self.calibration) if self.calibration else []
+        return self._observations
+
+    def _note(self, message: str) -> None:
+        if message not in self.notices:
+            self.notices.append(message)
+            LOG.warning(message)
+
+    def _fallback_predictor(self) -> Any:
+        if self._fallback is None:
+            from ..estimate import FirstEstimate
+
+            self._fallback = FirstEstimate(self.logical_cpus)
+        return self._fallback
+
+    # ---------------------------------------------------------------- Predictor protocol
+
+    def predict(self, profile: "WorkloadProfile", plan: Plan, load: "UtilizationSample") -> PlanPrediction:
+        if self.calibration is None:
+            return self._fallback_predictor().predict(profile, plan, load)
+        feats = features_of(profile)
+        # The load observed here is this machine's; a described machine is assumed idle.
+        busy = 0.0 if self.is_described else _busy(load)
+        unsupported = self._unsupported(profile, plan)
+        if unsupported:
+            return PlanPrediction(plan, None, excluded_reason=unsupported, source="roofline")
+        roof = estimate(feats, plan, busy, self.calibration)
+        if roof is None:
+            why = (
+                f"the described machine's figures cannot predict {plan.label} (Core ML picks its device)"
+                if self.is_described
+                else f"no calibration for {plan.label} on this machine (run `trainpilot headless calibrate`)"
+            )
+            return PlanPrediction(plan, None, excluded_reason=why, source="roofline")
+        memory_reason = self._memory_exclusion(feats, plan)
+        if memory_reason:
+            return PlanPrediction(plan, None, excluded_reason=memory_reason, source="roofline")
+        obs = self.observations()
+        corr = correction(obs, profile.footprint, feats, plan, state_weight(busy, self.calibration, plan))
+        prior = max(COLD_ERROR_FACTOR * roof.fit_error, 0.1)
+        error, evidence = measured_error(obs, feats, prior)
+        run_s = roof.run_s * corr.factor
+        source = "history" if corr.spoke else "roofline"
+        detail: dict[str, Any] = {
+            "per_epoch_s": (run_s - roof.breakdown.get("warmup", 0.0) * corr.factor) / feats.epochs,
+            "roofline_s": roof.run_s,
+            "correction": corr.factor,
+            "history_runs": {"same_workload": corr.exact_runs, "similar": corr.similar_runs, "weight": round(corr.weight, 2)},
+            "relative_error": error,
+            "error_evidence_runs": round(evidence, 1),
+            "breakdown_s": {k: round(v, 4) for k, v in roof.breakdown.items()},
+            "load": {"busy_cores": round(busy, 2), "busy_state_weight": round(roof.busy_weight, 2), "extra_factor": round(roof.extra_factor, 2)},
+            "flops_per_s": {k: round(1.0 / c, 0) for k, c in self._rates(plan).items()},
+        }
+        if self.is_described:
+            detail["note"] = DESCRIBED_MARK
+            detail["machine"] = self.calibration.described
+        return PlanPrediction(plan, run_s, source=source, detail=detail)
+
+    def _rates(self, plan: Plan) -> dict[str, float]:
+        cal = self.calibration.for_plan(plan) if self.calibration else None
+        if cal is None:
+            return {}
+        return {k: cal.idle.coef[k] for k in ("conv", "dense", "recurrent") if cal.idle.coef.get(k, 0.0) > 0}
+
+    def _unsupported(self, profile: "WorkloadProfile", plan: Plan) -> str | None:
+        """On a described machine nobody asked the backend whether it can run the workload (the
+        agent does that for this machine's plans): ask it here, from the profile alone."""
+        if not self.is_described or plan.backend != "ane":
+            return None
+        try:
+            from ..backends import get_backend
+
+            support = get_backend("ane").mode_support(profile)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - the ANE package is optional; no answer is no exclusion
+            return None
+        avail = support.get(plan.mode) if isinstance(support, dict) else None
+        return None if avail is None or avail.available else avail.reason
+
+    def _memory_exclusion(self, feats: Any, plan: Plan) -> str | None:
+        """A described machine's CPU memory bounds what can train there: weights, gradients and two
+        Adam moments, plus a batch of activations kept for the backward pass."""
+        if not self.is_described or plan.backend != "cpu":
+            return None
+        memory = getattr(self.described, "memory_bytes", None)
+        need = 4 * feats.weight_bytes + 2 * feats.batch_size * feats.activation_bytes
+        if memory and need > 0.8 * memory:
+            return f"needs ~{need / 2**30:.1f} GiB, more than the machine's {memory / 2**30:.1f} GiB allows"
+        return None
+
+    def decide(
+        self,
+        profile: "WorkloadProfile",
+        predictions: list[PlanPrediction],
+        load: "UtilizationSample",
+        hardware: dict[str, Any],
+    ) -> Decision:
+        if self.calibration is None:
+            from ..estimate import rule_cascade_decision
+
+            decision = rule_cascade_decision(profile, predictions, load, hardware)
+            note = "cost model: this machine is not calibrated yet, so the documented rule cascade decides"
+            return Decision(decision.plan, decision.predicted_s, decision.confidence, (note, *decision.reasoning), decision.margin, decision.policy)
+        return self._decide_calibrated(profile, predictions, load)
+
+    def _decide_calibrated(self, profile: "WorkloadProfile", predictions: list[PlanPrediction], load: "UtilizationSample") -> Decision:
+        lines: list[str] = []
+        if self.is_described:
+            lines.append(f"{DESCRIBED_MARK} '{self.calibration.described}' (figures, not measurements)")  # type: ignore[union-attr]
+        timed = sorted((p for p in predictions if not p.excluded and p.predicted_s is not None), key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
+        for p in sorted(predictions, key=lambda p: (p.predicted_s is None, p.predicted_s or 0.0)):
+            if p.excluded or p.predicted_s is None:
+                lines.append(f"excluded {p.plan.label}: {p.excluded_reason or 'no prediction'}")
+                continue
+            runs = p.detail.get("history_runs", {})
+            how = (
+                f"history: {runs.get('same_workload', 0)} run(s) of this workload, {runs.get('similar', 0)} similar; x{p.detail.get('correction', 1.0):.2f} on the roofline"
+                if p.source == "history"
+                else "roofline: calibration only, no comparable runs yet"
+            )
+            lines.append(f"predicted {p.plan.label}: {p.predicted_s:.2f}s ({how})")
+        if not timed:
+            # Nothing could be predicted: the CPU with every thread always exists.
+            plan = Plan("cpu", threads=self.logical_cpus)
+            lines.append(f"no plan could be predicted; running {plan.label}")
+            return Decision(plan, None, 0.5, tuple(lines), None, policy=self.policy)
+        best = timed[0]
+        margin = None
+        if len(timed) > 1:
+            runner = timed[1]
+            margin = runner.predicted_s / best.predicted_s - 1.0  # type: ignore[operator]
+            lines.append(f"margin: {best.plan.label} is predicted {margin:.0%} faster than {runner.plan.label}")
+        else:
+            lines.append(f"only {best.plan.label} can run here")
+        sigma = float(best.detail.get("relative_error", 0.3))
+        if len(timed) > 1:
+            sigma = max(sigma, float(timed[1].detail.get("relative_error", sigma)))
+        confidence = confidence_from_margin(margin, sigma)
+        evidence = best.detail.get("error_evidence_runs", 0)
+        lines.append(
+            f"confidence {confidence:.2f}: {'a ' + format(margin, '.0%') + ' margin' if margin is not None else 'a single plan'}"
+            f" against a measured error of +-{sigma:.0%} for this kind of workload ({evidence} comparable past predictions)"
+        )
+        spoke = "history" if best.source == "history" else "roofline"
+        lines.append(f"{spoke} spoke: choose {best.plan.label}, {best.predicted_s:.2f}s predicted")
+        return Decision(best.plan, best.predicted_s, confidence, tuple(lines), margin, policy=self.policy)
+
+    def record(
+        self,
+        profile: "WorkloadProfile",
+        plan: Plan,
+        load: "UtilizationSample",
+        predicted_s: float | None,
+        actual_s: float,
+        *,
+        run_id: str,
+        status: str,
+        epochs_done: int,
+    ) -> None:
+        """Store the run and learn from it. Never raises: a run must not fail because its
+        history could not be written."""
+        if self.is_described:
+            return  # this machine's timings say nothing about the described one
+        try:
+            if self.history is None:
+                return
+            rec = RunRecord(
+                run_id=run_id,
+                recorded_at=time.time(),
+                machine_id=self.machine_id,
+                footprint=profile.footprint,
+                profile=profile.to_dict(),
+                plan=plan,
+                busy_cores=_busy(load),
+                cpu_percent=float(getattr(load, "cpu_percent", 0.0) or 0.0),
+                predicted_s=None if predicted_s is None or not math.isfinite(predicted_s) else float(predicted_s),
+                actual_s=float(actual_s),
+                status=status,
+                epochs=int(profile.epochs),
+                epochs_done=int(epochs_done),
+            )
+            rid = self.history.add(rec)
+            if self._observations is not None and self.calibration is not None:
+                from dataclasses import replace
+
+                self._observations = observe([replace(rec, id=rid)], self.calibration) + self._observations
+        except Exception as exc:  # noqa: BLE001 - by contract
+            self._note(f"could not record run {run_id} in the history: {type(exc).__name__}: {exc}")
