@@ -28,6 +28,8 @@ ConfigError naming the file and the problem.
 """
 from __future__ import annotations
 
+import math
+
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,10 +122,14 @@ def _check_keys(table: dict[str, Any], spec: dict[str, Any], where: str, path: P
             raise ConfigError(f"'{key}'{where} must be {_type_name(expected)}, got {value!r}", path)
 
 
-def _positive(value: float, key: str, path: Path) -> float:
+def _positive(value: float, key: str, path: Path, scale: float = 1.0) -> float:
+    """A figure > 0 that stays finite in base units (1e308 TFLOP/s overflows to inf FLOP/s)."""
     if not value > 0:
         raise ConfigError(f"'{key}' must be greater than 0, got {value!r}", path)
-    return float(value)
+    scaled = float(value) * scale
+    if not math.isfinite(scaled):
+        raise ConfigError(f"'{key}' = {value!r} is not a finite figure", path)
+    return scaled
 
 
 def _backend(name: str, table: Any, system: str, machine: str, path: Path) -> TargetBackend:
@@ -142,8 +148,8 @@ def _backend(name: str, table: Any, system: str, machine: str, path: Path) -> Ta
     if name == "cuda" and system == "Darwin":
         raise ConfigError("[backends.cuda] cannot be on macOS (no CUDA driver since macOS 10.14)", path)
     return TargetBackend(
-        peak_flops=_positive(table["peak_tflops"], "peak_tflops", path) * 1e12,
-        memory_bandwidth_bytes_per_s=_positive(table["memory_bandwidth_gb_per_s"], "memory_bandwidth_gb_per_s", path) * 1e9,
+        peak_flops=_positive(table["peak_tflops"], "peak_tflops", path, 1e12),
+        memory_bandwidth_bytes_per_s=_positive(table["memory_bandwidth_gb_per_s"], "memory_bandwidth_gb_per_s", path, 1e9),
         precision=table["precision"],
         notes=table.get("notes", ""),
     )
@@ -175,8 +181,8 @@ def parse_target(data: dict[str, Any], path: Path) -> TargetMachine:
         machine=data["machine"],
         logical_cpus=logical,
         performance_cores=performance,
-        memory_bytes=int(_positive(data["memory_gib"], "memory_gib", path) * 2**30),
-        cpu_flops_per_core=_positive(data["cpu_gflops_per_core"], "cpu_gflops_per_core", path) * 1e9,
+        memory_bytes=int(_positive(data["memory_gib"], "memory_gib", path, 2**30)),
+        cpu_flops_per_core=_positive(data["cpu_gflops_per_core"], "cpu_gflops_per_core", path, 1e9),
         backends={name: backends[name] for name in BACKENDS if name in backends},
     )
 

@@ -121,7 +121,6 @@ def test_theme_file_with_damaged_bytes(which, kind, position, size, seed):
 # ---------------------------------------------------------------- defects reported to their owners
 
 
-@pytest.mark.xfail(strict=True, reason="reported: target_profiles accepts figures that are or become +inf (1e308 TFLOP/s x 1e12), and int(inf) escapes as OverflowError for memory_gib")
 @pytest.mark.parametrize("key", ["memory_gib", "cpu_gflops_per_core", "peak_tflops", "memory_bandwidth_gb_per_s"])
 @pytest.mark.parametrize("value", PROFILE_INF_VALUES)
 def test_hardware_profile_with_an_infinite_figure(key, value):
