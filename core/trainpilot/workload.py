@@ -303,6 +303,7 @@ def profile_model(
     from torch.utils.flop_counter import FlopCounterMode
 
     input_shape = tuple(int(d) for d in input_shape)
+    where = name.rpartition(":")[0] if _is_user_model(name) else None  # a user's file: name it in errors
     layers = _learnable_layers(model)
     kinds: dict[str, int] = {}
     for layer in layers:
@@ -332,7 +333,8 @@ def profile_model(
             if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != probe_batch:
                 raise WorkloadError(
                     f"the model must map a batch of shape (N, {', '.join(map(str, input_shape))}) to logits (N, classes);"
-                    f" it returned {tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}"
+                    f" it returned {tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}",
+                    where,
                 )
             forward_flops = counter.get_total_flops()
             out.float().logsumexp(dim=1).sum().backward()
@@ -340,7 +342,7 @@ def profile_model(
     except WorkloadError:
         raise
     except Exception as exc:
-        raise WorkloadError(f"a forward/backward pass on input {input_shape} failed: {_one_line(exc)}") from exc
+        raise WorkloadError(f"a forward/backward pass on input {input_shape} failed: {_one_line(exc)}", where) from exc
     finally:
         for h in hooks:
             h.remove()
@@ -348,7 +350,7 @@ def profile_model(
         model.train(was_training)
 
     if out.shape[1] < 2:
-        raise WorkloadError(f"the model outputs {out.shape[1]} logit(s); a classifier needs at least 2")
+        raise WorkloadError(f"the model outputs {out.shape[1]} logit(s); a classifier needs at least 2", where)
     steps = _sequence_shape(input_shape)[0] if kinds.get("recurrent") else 0
     rnn_fwd = _recurrent_flops(model, steps) * probe_batch if steps else 0.0
     forward_flops += rnn_fwd

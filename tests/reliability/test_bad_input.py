@@ -252,9 +252,8 @@ def test_broken_model_files_give_one_line(tmp_path, name):
     path.write_bytes(source.encode("latin1"))
     with pytest.raises(WorkloadError) as caught:
         model = build_model(ModelSpec.from_config(f"{path}:{cls}"), (1, 4, 4), 3)
-        profile_model(model, (1, 4, 4), 3, 24)
-    text = str(caught.value)
-    assert "\n" not in text and (text.startswith(str(path)) or "the model" in text or "forward" in text), text
+        profile_model(model, (1, 4, 4), 3, 24, name=f"{path}:{cls}")
+    assert_one_line_about(caught.value, path)
 
 
 # ---------------------------------------------------------------- the command, end to end
@@ -275,6 +274,9 @@ def _cli_cases(root: Path) -> list[tuple[str, list[str], Path]]:
     model = root / "bad_model.py"
     model.write_text("raise ValueError('boom')\n")
     cases.append(("model file raises", ["--model", f"{model}:Net"], model))
+    wrong_shape = root / "wrong_shape.py"
+    wrong_shape.write_bytes(corpus.MODEL_FILES["forward raises"][0].encode())
+    cases.append(("model forward fails", ["--model", f"{wrong_shape}:Net"], wrong_shape))
     exits = root / "exits.py"
     exits.write_text("import sys\nsys.exit(0)\n")
     cases.append(("model file exits 0", ["--model", f"{exits}:Net"], exits))
