@@ -311,3 +311,16 @@ def test_cli_resume_from_a_damaged_checkpoint_touches_nothing(trainpilot_home, c
     assert len(lines) == 1 and lines[0].startswith(f"error: {run / 'latest.pt'}"), err
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
     assert not (tmp_path / "EXECUTED").exists()
+
+
+# ---------------------------------------------------------------- the user is told what runs
+
+
+def test_help_says_a_model_file_is_code(capsys, monkeypatch):
+    """A model file is the one input TrainPilot executes; --help must say so."""
+    import re
+
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["headless", "run", "--help"]) == 0
+    text = " ".join(re.sub("[\u2500-\u257f]", " ", capsys.readouterr().out).split())  # without the box drawing
+    assert "A model file is Python code and runs with your rights" in text
