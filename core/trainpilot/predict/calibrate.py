@@ -111,7 +111,7 @@ def run_calibration(
     say = progress or (lambda _f, _m: None)
     started = time.perf_counter()
     suite = QUICK_SUITE if quick else FULL_SUITE
-    min_seconds = 0.05 if quick else 0.3
+    min_seconds = 0.04 if quick else 0.3
     # Quick mode measures once and notes the disturbance; a full calibration waits (within a
     # budget) for other processes to settle and measures a disturbed point again.
     attempts, budget = (1, _WaitBudget(0.0)) if quick else (3, _WaitBudget(30.0))

@@ -103,10 +103,18 @@ def plan_match(a: Plan, b: Plan) -> float:
     return 1.0 if (a.device, a.mode) == (b.device, b.mode) else 0.7
 
 
-def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan: Plan, busy_weight: float) -> Correction:
+def similarities(obs: list[Observation], feats: WorkFeatures) -> list[float]:
+    """similarity(feats, o.features) for every observation: computed once per workload and shared
+    by every plan's prediction (this loop is most of the thinking time on a long history)."""
+    return [similarity(feats, o.features) for o in obs]
+
+
+def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan: Plan, busy_weight: float,
+               sims: list[float] | None = None) -> Correction:
     num = den = 0.0
     exact = similar = 0
-    for o in obs:
+    sims = sims if sims is not None else similarities(obs, feats)
+    for o, sim in zip(obs, sims):
         pm = plan_match(plan, o.record.plan)
         if pm == 0.0:
             continue
@@ -114,7 +122,7 @@ def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan
         if load < 0.05:
             continue
         same = o.record.footprint == footprint
-        w = pm * load * (EXACT_BONUS if same else similarity(feats, o.features))
+        w = pm * load * (EXACT_BONUS if same else sim)
         if w < 1e-3:
             continue
         num += w * o.log_ratio
@@ -126,16 +134,19 @@ def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan
     return Correction(num / (den + PRIOR_WEIGHT) if den else 0.0, den, exact, similar)
 
 
-def measured_error(obs: list[Observation], feats: WorkFeatures, prior: float) -> tuple[float, float]:
+def measured_error(obs: list[Observation], feats: WorkFeatures, prior: float, sims: list[float] | None = None) -> tuple[float, float]:
     """(RMS relative error of past predictions for this kind of workload, evidence in runs).
     Recent runs count more than old ones: the model that made them has learnt since."""
     num = prior**2 * ERROR_PRIOR_RUNS
     den = ERROR_PRIOR_RUNS
     evidence = 0.0
-    for rank, o in enumerate(obs):  # newest first
+    sims = sims if sims is not None else similarities(obs, feats)
+    decay = 1.0
+    for o, sim in zip(obs, sims):  # newest first
+        decay *= 0.97
         if o.log_error is None:
             continue
-        w = similarity(feats, o.features) * (0.97**rank)
+        w = sim * decay
         num += w * o.log_error**2
         den += w
         evidence += w

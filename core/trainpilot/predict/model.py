@@ -24,7 +24,7 @@ from .calibration import Calibration, load_calibration, save_calibration
 from .confidence import confidence_from_margin
 from .features import features_of
 from .history import History, HistoryUnavailable, RunRecord
-from .learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, state_weight
+from .learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, similarities, state_weight
 from .roofline import estimate
 
 if TYPE_CHECKING:
@@ -72,6 +72,9 @@ class CostModel:
         self.available_backends = available_backends or ["cpu"]
         self._observations: list[Observation] | None = None
         self._fallback: Any = None
+        self._sims_key: Any = None
+        self._obs_version = 0  # bumped whenever the observations change, so cached similarities expire
+        self._sims: list[float] = []
 
     # ---------------------------------------------------------------- construction
 
@@ -166,6 +169,7 @@ class CostModel:
             save_calibration(calibration, self.calibration_dir)
         self.calibration = calibration
         self._observations = None  # ratios are relative to the roofline, which just changed
+        self._obs_version += 1
         return calibration
 
     def observations(self) -> list[Observation]:
@@ -177,7 +181,14 @@ class CostModel:
                 except Exception as exc:  # a history we cannot read must not stop a prediction
                     self._note(f"could not read the run history: {exc}")
             self._observations = observe(records, self.calibration) if self.calibration else []
+            self._obs_version += 1
         return self._observations
+
+    def _similarities(self, footprint: str, feats: Any, obs: list[Observation]) -> list[float]:
+        key = (footprint, self._obs_version)
+        if self._sims_key != key:
+            self._sims_key, self._sims = key, similarities(obs, feats)
+        return self._sims
 
     def _note(self, message: str) -> None:
         if message not in self.notices:
@@ -214,9 +225,10 @@ class CostModel:
         if memory_reason:
             return PlanPrediction(plan, None, excluded_reason=memory_reason, source="roofline")
         obs = self.observations()
-        corr = correction(obs, profile.footprint, feats, plan, state_weight(busy, self.calibration, plan))
+        sims = self._similarities(profile.footprint, feats, obs)
+        corr = correction(obs, profile.footprint, feats, plan, state_weight(busy, self.calibration, plan), sims)
         prior = max(COLD_ERROR_FACTOR * roof.fit_error, 0.1)
-        error, evidence = measured_error(obs, feats, prior)
+        error, evidence = measured_error(obs, feats, prior, sims)
         run_s = roof.run_s * corr.factor
         source = "history" if corr.spoke else "roofline"
         detail: dict[str, Any] = {
@@ -362,5 +374,6 @@ class CostModel:
                 from dataclasses import replace
 
                 self._observations = observe([replace(rec, id=rid)], self.calibration) + self._observations
+                self._obs_version += 1
         except Exception as exc:  # noqa: BLE001 - by contract
             self._note(f"could not record run {run_id} in the history: {type(exc).__name__}: {exc}")
