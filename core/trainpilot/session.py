@@ -512,7 +512,10 @@ class TrainingSession:
         from .checkpoint import save_checkpoint
 
         assert self.trainer is not None and self._run_path is not None
-        state = self.trainer.snapshot()
+        # On a device plan the epoch's state is also the last good state to fall back to, so it
+        # gets a private copy; on the CPU (no fallback) the live tensors are saved as they are.
+        keep = reason == "epoch" and self.plan is not None and self.plan.backend != "cpu"
+        state = self.trainer.snapshot() if keep else self.trainer.state_dict()
         bad = [name for name, tensor in state["model_state"].items() if tensor.is_floating_point() and not bool(tensor.isfinite().all())]
         if bad:
             raise TrainingDiverged(f"weights became NaN or infinite ({', '.join(bad[:3])}) by epoch {epoch}, step {step} (try a lower --lr); {self._kept()}")
@@ -533,7 +536,7 @@ class TrainingSession:
         path = save_checkpoint(self._run_path, dict(state, **meta))
         if record is not None:
             self.rt.epoch_records.append(record)
-        if reason == "epoch":
+        if keep:
             self._snapshot = _Snapshot(epoch, step, totals.copy(), state)
         self.rt.checkpoint = str(path)
         yield ev.CheckpointSaved(self.run_id, str(path), epoch, step, reason)
