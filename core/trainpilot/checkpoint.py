@@ -54,7 +54,10 @@ def _keep_previous(path: Path) -> None:
         os.link(path, link)
         os.replace(link, path.with_name(PREVIOUS))
     except OSError:  # a file system without hard links: keep only the latest
-        link.unlink(missing_ok=True)
+        pass
+    # rename() between two links of one file does nothing (POSIX): when previous.pt already is
+    # latest.pt (a writer killed between the two renames), the link is still here.
+    link.unlink(missing_ok=True)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -80,6 +80,21 @@ def test_a_failing_writer_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+def test_a_writer_killed_between_its_two_renames_leaves_nothing_behind(tmp_path):
+    """Killed after previous.pt became a second link to latest.pt but before the new latest.pt was
+    renamed in: the next save must not leave its own link file behind (rename() between two links
+    of one file is a no-op)."""
+    import os
+
+    save_checkpoint(tmp_path, _state(1.0))
+    os.link(tmp_path / LATEST, tmp_path / "previous.pt.new")
+    os.replace(tmp_path / "previous.pt.new", tmp_path / "previous.pt")  # the state such a kill leaves
+    save_checkpoint(tmp_path, _state(2.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.pt", "previous.pt"]
+    assert float(load_checkpoint(tmp_path / "previous.pt")["model_state"]["w"][0, 0]) == 1.0
+    assert float(load_checkpoint(tmp_path)["model_state"]["w"][0, 0]) == 2.0
+
+
 def test_damaged_latest_resumes_from_previous(small_dataset, trainpilot_home):
     """A bit flipped on disk in latest.pt: the digest catches it and the run resumes one epoch back."""
     config = SessionConfig(dataset=str(small_dataset), model="mlp", epochs=2, batch_size=64, backend="cpu", threads=1, run_id="flip")
