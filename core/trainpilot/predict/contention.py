@@ -13,8 +13,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:
+    from ..monitor import UtilizationSample
 
 # A pure-Python spin: one process keeps one core at 100% and touches almost no memory.
 _SPIN = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
@@ -67,6 +71,14 @@ class ExternalCpu:
     def cores(self) -> float:
         """Average number of cores other processes kept busy."""
         return self.other_cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    def as_sample(self, logical_cpus: int) -> "UtilizationSample":
+        """The load a run actually met, as the sample `Predictor.record` takes: what a run is
+        learnt under should be the load during it, not a glance before it started."""
+        from ..monitor import UtilizationSample
+
+        per_core = tuple(max(0.0, min(self.cores - i, 1.0)) * 100.0 for i in range(logical_cpus))
+        return UtilizationSample(time.time(), per_core, sum(per_core) / max(logical_cpus, 1), 0.0, 0, 0)
 
 
 class ExternalCpuMeter:

@@ -1,0 +1,117 @@
+"""Plan a job without training: build and profile the model on the dataset exactly as a session
+would, observe the load, predict every plan, decide. What `trainpilot headless plan` prints.
+
+For this machine the agent itself plans (its candidate plans, its exclusions, its trace), so the
+answer is the one `headless run` would act on. For a described machine (`--hardware FILE`) the
+cost model derives a calibration from the file's figures and plans for that machine's plans.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..plans import Decision, PlanPrediction
+from .model import DESCRIBED_MARK, CostModel
+
+Progress = Callable[[float, str], None]
+
+
+def profile_job(model: str | dict[str, Any], dataset: Any, *, epochs: int = 3, batch_size: int = 64,
+                val_fraction: float = 0.1, seed: int = 0) -> tuple[Any, Any]:
+    """(profile, dataset) as `session.TrainingSession` builds them: the profile counts the
+    training split only, which is what the run's steps go through. `dataset` is a path, None for
+    the demo set, or a loaded `data.Dataset`."""
+    from ..data import Dataset, resolve_dataset
+    from ..workload import ModelSpec, build_model, profile_model
+
+    spec = ModelSpec.from_config(model)
+    data = dataset if isinstance(dataset, Dataset) else resolve_dataset(dataset)
+    train_set, _val = data.split(val_fraction, seed)
+    module = build_model(spec, data.sample_shape, data.num_classes)
+    profile = profile_model(module, data.sample_shape, data.num_classes, len(train_set), name=spec.name, batch_size=batch_size, epochs=epochs)
+    return profile, data
+
+
+def _plan_row(p: PlanPrediction, chosen: Decision) -> dict[str, Any]:
+    return {
+        **p.plan.to_dict(),
+        "label": p.plan.label,
+        "predicted_s": p.predicted_s,
+        "excluded": p.excluded_reason,
+        "source": p.source,
+        "chosen": p.plan == chosen.plan,
+        "relative_error": p.detail.get("relative_error"),
+        "history_runs": p.detail.get("history_runs"),
+        "per_epoch_s": p.detail.get("per_epoch_s"),
+    }
+
+
+def plan_job(
+    model: str | dict[str, Any],
+    dataset: str | None,
+    *,
+    epochs: int = 3,
+    batch_size: int = 64,
+    hardware_file: str | Path | None = None,
+    home: str | Path | None = None,
+    auto_calibrate: bool = True,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}."""
+    from ..monitor import measure_load
+
+    profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
+    calibrated_now = False
+    if hardware_file is not None:
+        from ..target_profiles import load_target
+
+        target = load_target(hardware_file)
+        cost = CostModel.open(home, hardware=target)
+        load = measure_load(0.05)  # only to fill the protocol; a described machine is assumed idle
+        for plan in cost.plans():  # a first pass imports what the predictions need (not thinking)
+            cost.predict(profile, plan, load)
+        start = time.perf_counter()
+        predictions = [cost.predict(profile, plan, load) for plan in cost.plans()]
+        decision = cost.decide(profile, predictions, load, {})
+        thinking = time.perf_counter() - start
+        observation: dict[str, Any] = {"described_machine": target.to_dict(), "assumed_load": "idle", "note": DESCRIBED_MARK}
+        trace = list(decision.reasoning)
+    else:
+        from ..agent import HardwareOrchestrator, observe_hardware
+        from ..hardware import probe
+        from .auto import ensure_calibrated
+
+        hardware = probe()
+        cost = CostModel.open(home, hardware=hardware)
+        if auto_calibrate:
+            calibrated_now = ensure_calibrated(cost, progress)
+        agent = HardwareOrchestrator(predictor=cost, hardware=hardware)
+        load = measure_load(0.3)
+        observation = observe_hardware(hardware, load)
+        agent.observe(observation, profile)
+        result = agent.plan(profile, load, observation)
+        predictions, decision, thinking = list(result.predictions), result.decision, result.seconds
+        trace = [s.text for s in result.steps]
+    chosen_prediction = next((p for p in predictions if p.plan == decision.plan), None)
+    return {
+        "chosen": {
+            **decision.plan.to_dict(),
+            "label": decision.plan.label,
+            "predicted_s": decision.predicted_s,
+            "confidence": decision.confidence,
+            "margin": decision.margin,
+            "policy": decision.policy,
+            "source": chosen_prediction.source if chosen_prediction else None,
+        },
+        "plans": [_plan_row(p, decision) for p in predictions],
+        "observation": observation,
+        "workload": profile.to_dict(),
+        "reasoning": list(decision.reasoning),
+        "trace": trace,
+        "thinking_ms": thinking * 1000.0,
+        "calibrated": cost.is_calibrated,
+        "calibrated_now": calibrated_now,
+        "described": cost.is_described,
+        "notices": list(cost.notices),
+    }

@@ -1,0 +1,202 @@
+"""`trainpilot headless plan`, `history` and `calibrate`: the cost model from the command line.
+
+Thin: every answer comes from `trainpilot.predict`; this module parses options, shows progress on
+stderr and prints tables (or --json) on stdout. Exit codes: 0 ok, 1 failure, 2 usage error.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
+
+import typer
+
+from .common import fail, print_json, stderr_console, usage_error
+from .run import DATASET_HELP, MODEL_HELP
+
+app = typer.Typer(pretty_exceptions_enable=False)
+
+
+@contextmanager
+def _progress_bar(description: str, quiet: bool = False) -> Iterator[Callable[[float, str], None]]:
+    """A rich progress bar on stderr driven by the core's (fraction, message) callbacks."""
+    if quiet:
+        yield lambda _f, _m: None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn(f"[bold]{description}[/]"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                        TimeElapsedColumn(), TextColumn("[dim]{task.fields[step]}"), console=stderr_console(), transient=True)
+    with progress:
+        task = progress.add_task(description, total=1.0, step="")
+        yield lambda fraction, message: progress.update(task, completed=fraction, step=message)
+
+
+def _seconds(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.2f} s"
+    return f"{value / 60:.1f} min"
+
+
+@app.command("plan")
+def plan_command(
+    model: str = typer.Option("small_cnn", "--model", "-m", help=MODEL_HELP),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    epochs: int = typer.Option(3, "--epochs", "-e", help="Epochs the run would train."),
+    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Plan for a described machine instead of this one: a hardware profile (.toml, see profiles/)."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"chosen": ..., "plans": [...], "observation": ...} on stdout.'),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+) -> None:
+    """Predict every plan and show the agent's choice, without training.
+
+    The first time on a machine this runs a quick calibration (a few seconds) first.
+    """
+    if epochs < 1:
+        usage_error("--epochs must be at least 1")
+    if batch_size < 1:
+        usage_error("--batch-size must be at least 1")
+    from trainpilot.errors import TrainPilotError
+    from trainpilot.predict.planning import plan_job
+
+    config: Any = {"name": model, "layers": layers} if layers else model
+    try:
+        with _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
+            report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress)
+    except TrainPilotError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{getattr(exc, 'filename', None) or 'data directory'}: {exc.strerror or exc}")
+    if as_json:
+        print_json(report)
+        return
+    _print_plan(report)
+
+
+def _print_plan(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    workload = report["workload"]
+    for notice in report["notices"]:
+        console.print(f"[yellow]note:[/] {notice}")
+    where = f"described machine {report['observation']['described_machine']['name']}" if report["described"] else "this machine"
+    console.print(
+        f"[bold]{workload['model']}[/]: {workload['params']:,} params, {workload['dataset_size']} training samples,"
+        f" {workload['epochs']} epoch(s), batch {workload['batch_size']} — plans for {where}"
+    )
+    table = Table(show_edge=False)
+    for column in ("plan", "predicted", "source", "±error", ""):
+        table.add_column(column)
+    for row in sorted(report["plans"], key=lambda r: (r["predicted_s"] is None, r["predicted_s"] or 0)):
+        if row["excluded"] or row["predicted_s"] is None:
+            table.add_row(row["label"], "-", "excluded", "", f"[dim]{row['excluded'] or 'no estimate'}[/]")
+            continue
+        err = f"{row['relative_error']:.0%}" if row.get("relative_error") is not None else ""
+        table.add_row(row["label"], _seconds(row["predicted_s"]), row["source"], err, "[bold green]chosen[/]" if row["chosen"] else "")
+    console.print(table)
+    chosen = report["chosen"]
+    margin = f", {chosen['margin']:.0%} ahead of the next plan" if chosen.get("margin") is not None else ""
+    console.print(
+        f"choice: [bold]{chosen['label']}[/], predicted {_seconds(chosen['predicted_s'])}{margin},"
+        f" confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
+    )
+    for line in report["reasoning"]:
+        console.print(f"  [dim]{line}[/]")
+
+
+@app.command("history")
+def history_command(
+    limit: int = typer.Option(20, "--limit", "-n", help="Show at most this many runs, newest first."),
+    all_machines: bool = typer.Option(False, "--all-machines", help="Include runs recorded on other machines."),
+    as_json: bool = typer.Option(False, "--json", help="Print the runs as a JSON list on stdout."),
+) -> None:
+    """List past runs with predicted vs actual time and the prediction error."""
+    if limit < 1:
+        usage_error("--limit must be at least 1")
+    from trainpilot.hardware import probe
+    from trainpilot.paths import history_db_path
+    from trainpilot.predict.history import History, HistoryUnavailable
+
+    try:
+        history = History(history_db_path())
+        machine = None if all_machines else probe(include_backends=False).machine_id
+        runs = history.records(machine, limit=limit)
+    except (HistoryUnavailable, OSError) as exc:
+        fail(str(exc))
+    stderr = stderr_console()
+    for notice in history.notices:
+        stderr.print(f"[yellow]note:[/] {notice}")
+    if as_json:
+        print_json([r.to_dict() for r in runs])
+        return
+    if not runs:
+        stderr.print(f"no runs recorded yet in {history.path}")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_edge=False)
+    for column in ("run", "when", "model", "plan", "busy cores", "predicted", "actual", "error", "status"):
+        table.add_column(column)
+    for r in runs:
+        err = f"{r.error:+.0%}" if r.error is not None else "-"
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.recorded_at))
+        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), _seconds(r.actual_s), err, r.status)
+    Console(highlight=False).print(table)
+
+
+@app.command("calibrate")
+def calibrate_command(
+    quick: bool = typer.Option(False, "--quick", help="A few seconds instead of ~30: fewer micro-benchmarks, shorter timings."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored calibration as JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
+) -> None:
+    """Measure this machine for the cost model: every plan, idle and next to one busy core.
+
+    Measures sustained FLOP/s of conv, dense and recurrent layers, per-step and per-layer costs and
+    memory bandwidth, and stores them per machine in TrainPilot's data directory.
+    """
+    from trainpilot.predict import CostModel
+
+    try:
+        model = CostModel.open()
+        with _progress_bar("calibrating" + (" (quick)" if quick else ""), quiet) as progress:
+            calibration = model.calibrate(progress=progress, quick=quick)
+    except OSError as exc:
+        fail(f"cannot store the calibration: {exc.strerror or exc}")
+    if as_json:
+        print_json(calibration.to_dict())
+        return
+    _print_calibration(calibration, model)
+
+
+def _print_calibration(calibration: Any, model: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(show_edge=False)
+    for column in ("plan", "state", "conv GFLOP/s", "dense GFLOP/s", "LSTM GFLOP/s", "per step", "per layer", "fit error"):
+        table.add_column(column)
+
+    def gflops(rates: Any, kind: str) -> str:
+        value = rates.flops_per_s(kind)
+        return f"{value / 1e9:.1f}" if value else "-"
+
+    for pc in calibration.plans.values():
+        for state, rates in (("idle", pc.idle), ("1 core busy", pc.busy)):
+            if rates is None:
+                continue
+            table.add_row(pc.plan.label, state, gflops(rates, "conv"), gflops(rates, "dense"), gflops(rates, "recurrent"),
+                          _seconds(rates.coef["step"]), _seconds(rates.coef["layer"]), f"{rates.fit_error:.0%}")
+    console.print(table)
+    console.print(f"calibrated {len(calibration.plans)} plan(s) in {calibration.duration_s:.1f} s; stored under {model.calibration_dir}")
+    for note in calibration.notes:
+        console.print(f"[yellow]note:[/] {note}")
