@@ -24,6 +24,7 @@ headless = typer.Typer(
 app.add_typer(headless, name="headless")
 headless.command("run")(run_command)
 headless.command("make-dataset")(make_dataset_command)
+headless.add_typer(__import__("trainpilot_tui.cli.planning", fromlist=["app"]).app)  # plan, history, calibrate (planning.py)
 
 
 @app.command("tui")
