@@ -253,5 +253,12 @@ def _as_profile(profile: "dict[str, Any] | WorkloadProfile") -> "WorkloadProfile
 
 
 def default_predictor(hardware: "HardwareInfo") -> Predictor:
-    """The calibrated cost model when it can open, else the first estimate."""
-    return FirstEstimate(hardware.logical_cpus)
+    """The calibrated cost model when it can open, else the first estimate. (An uncalibrated cost
+    model predicts with the first estimate and decides with the rule cascade itself, and records
+    every run, so the history is there once the machine is calibrated.)"""
+    try:
+        from .predict import CostModel
+
+        return CostModel.open(hardware=hardware)
+    except Exception:  # noqa: BLE001 - e.g. an unwritable data directory: the agent must still think
+        return FirstEstimate(hardware.logical_cpus)

@@ -36,9 +36,9 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory):
     model = CostModel.open(home, hardware=probe())
     seen: list[tuple[float, str]] = []
     threads_before = torch.get_num_threads()
-    measured = ensure_calibrated(model, progress=lambda f, m: seen.append((f, m)))
+    model.calibrate(progress=lambda f, m: seen.append((f, m)), quick=True)
     assert torch.get_num_threads() == threads_before  # every measurement restores the thread count
-    return home, model, seen, measured
+    return home, model, seen, True
 
 
 def test_nnls_recovers_nonnegative_solutions() -> None:
@@ -72,6 +72,12 @@ def test_quick_calibration_measures_every_plan_and_is_stored(calibrated) -> None
     assert why is None and stored.to_dict() == cal.to_dict()
     reopened = CostModel.open(home, hardware=probe())
     assert reopened.is_calibrated and not ensure_calibrated(reopened)  # only the first time
+
+
+def test_auto_calibration_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINPILOT_AUTO_CALIBRATE", "0")
+    model = CostModel.open(tmp_path, hardware=probe())
+    assert not ensure_calibrated(model) and not model.is_calibrated
 
 
 def test_calibrated_predictions_scale_with_the_work(calibrated) -> None:
