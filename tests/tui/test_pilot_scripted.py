@@ -185,3 +185,23 @@ async def test_the_hardware_panel_shows_samples_backends_and_estimates(factory: 
         assert "active · 2 threads" in backends and "n/a: not Apple Silicon" in backends and "idle" in backends
         readings = str(panel.query_one("#readings").render())
         assert "1.2 W, est." in readings and "n/a: no sampler for this GPU" in readings
+
+
+async def test_the_trace_follows_the_newest_entry_until_the_user_scrolls_up_and_survives_a_resize(factory: SessionFactory) -> None:
+    app = scripted_app(factory)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await held(pilot, factory)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        panel = app.main.agent_panel
+        await wait_until(pilot, lambda: panel.max_scroll_y > 0 and panel.scroll_y == panel.max_scroll_y, what="the trace to show its newest entry at 80x24")
+        panel.scroll_home(animate=False)
+        await pilot.pause()
+        assert not panel.following
+        await pilot.press("a")  # a refusal adds a line; the user's position stays
+        await wait_until(pilot, lambda: "refused" in panel.text)
+        await pilot.pause()
+        assert panel.scroll_y == 0
+        panel.scroll_end(animate=False)
+        await pilot.pause()
+        assert panel.following

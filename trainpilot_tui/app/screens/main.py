@@ -6,9 +6,12 @@ control state (running, paused, what to do when a run stops).
 """
 from __future__ import annotations
 
+import time
+
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer
 
 from trainpilot import events as ev
@@ -27,9 +30,16 @@ class MainScreen(Screen[None]):
     class Ready(Message):
         """The panels exist: the app may start streaming into them."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress_interval_s: float = 0.5) -> None:
+        """`progress_interval_s`: step progress is repainted at most this often. The core sends up
+        to 20 a second; every repaint is main-thread work that competes with the training thread
+        for the GIL (benchmarks/tui_overhead.py), and the bar reads as smoothly at the refresh rate."""
         super().__init__()
+        self.progress_interval_s = progress_interval_s
         self.book = PlanBook()
+        self._progress: ev.StepProgressed | None = None  # newest, not yet shown
+        self._progress_shown_at = float("-inf")
+        self._progress_timer: Timer | None = None
 
     def on_mount(self) -> None:
         self.post_message(self.Ready())
@@ -103,13 +113,32 @@ class MainScreen(Screen[None]):
         self._trace(message.event)
 
     def on_step_progressed(self, message: msg.StepProgressed) -> None:
-        self.run_panel.progress = message.event
+        # Keep the newest; show it now if the last repaint is old enough, else when it is (a timer,
+        # so a run that stalls after this step still shows it).
+        self._progress = message.event
+        if self._progress_timer is None:
+            wait = self._progress_shown_at + self.progress_interval_s - time.monotonic()
+            if wait <= 0:
+                self._show_progress()
+            else:
+                self._progress_timer = self.set_timer(wait, self._show_progress)
+
+    def _show_progress(self) -> None:
+        if self._progress_timer is not None:
+            self._progress_timer.stop()
+            self._progress_timer = None
+        if self._progress is not None:
+            self.run_panel.progress = self._progress
+            self._progress = None
+            self._progress_shown_at = time.monotonic()
 
     def on_epoch_timed(self, message: msg.EpochTimed) -> None:
+        self._show_progress()  # the epoch's last step, before its result
         self.run_panel.epochs = (*self.run_panel.epochs, message.event)
         self._trace(message.event)
 
     def on_session_paused(self, message: msg.SessionPaused) -> None:
+        self._show_progress()  # exactly where it holds
         self.run_panel.state = "paused"
         self._trace(message.event)
 
@@ -123,6 +152,7 @@ class MainScreen(Screen[None]):
         self._trace(message.event)
 
     def on_run_finished(self, message: msg.RunFinished) -> None:
+        self._show_progress()
         self.run_panel.state = message.event.status
         self.run_panel.message = message.event.message
         self._trace(message.event)

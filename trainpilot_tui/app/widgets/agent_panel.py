@@ -44,13 +44,26 @@ class AgentPanel(VerticalScroll):
     DEFAULT_CSS = tcss_beside(__file__)
     SCOPED_CSS = False
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.following = True  # show the newest entry; false once the user scrolls up
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.following = new_value >= self.max_scroll_y - 1
+
+    def on_resize(self) -> None:
+        # a narrower panel wraps more lines: stay on the newest if that is where the user was
+        if self.following:
+            self.call_after_refresh(self.scroll_end, animate=False)
+
     def on_mount(self) -> None:
         self.border_title = "Agent: observe → think → act"
 
     def add(self, entries: list[TraceEntry]) -> None:
         if not entries:
             return
-        following = self.scroll_y >= self.max_scroll_y - 1
+        following = self.following
         self.mount_all(TraceLine(e) for e in entries)
         if following:
             self.scroll_end(animate=False)

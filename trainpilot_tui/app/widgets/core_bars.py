@@ -41,7 +41,12 @@ def layout(cores: int, width: int) -> tuple[str, int, int]:
 class CoreBars(Widget):
     DEFAULT_CSS = "CoreBars { height: auto; width: 1fr; }"
 
-    per_core: reactive[tuple[float, ...]] = reactive(tuple, layout=True)
+    per_core: reactive[tuple[float, ...]] = reactive(tuple)
+
+    def watch_per_core(self, old: tuple[float, ...], new: tuple[float, ...]) -> None:
+        # new figures repaint; only a different number of cores can change the height
+        if len(old) != len(new):
+            self.refresh(layout=True)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, layout(len(self.per_core), width)[2])

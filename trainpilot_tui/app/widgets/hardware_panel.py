@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import Label, Static
+from textual.widgets import Label
 
 from trainpilot.monitor import UtilizationSample
 
@@ -18,6 +18,7 @@ from .. import format as fmt
 from ..styles import tcss_beside
 from ..plan_book import BackendState
 from .core_bars import CoreBars
+from .readout import Readout
 from .trend import Trend
 
 STATE_STYLE = {"active": "bold $success", "idle": "$text-muted", "n/a": "$text-muted", "unknown": "$text-muted"}
@@ -58,43 +59,47 @@ class HardwarePanel(Vertical):
     DEFAULT_CSS = tcss_beside(__file__)
     SCOPED_CSS = False  # the .tcss also has rules for the screen's width classes
 
-    sample: reactive[UtilizationSample | None] = reactive(None)
-    history: reactive[tuple[UtilizationSample, ...]] = reactive(tuple)
-    backends: reactive[tuple[BackendState, ...]] = reactive(tuple)
+    sample: reactive[UtilizationSample | None] = reactive(None, repaint=False)
+    history: reactive[tuple[UtilizationSample, ...]] = reactive(tuple, repaint=False)
+    backends: reactive[tuple[BackendState, ...]] = reactive(tuple, repaint=False)
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="metric"):
             yield Label("CPU", classes="metric-name")
             yield Trend(100.0, id="cpu-trend")
-            yield Label("", id="cpu-value", classes="metric-value")
+            yield Readout(id="cpu-value", classes="metric-value")
         yield CoreBars(id="cores")
         with Horizontal(classes="metric"):
             yield Label("Mem", classes="metric-name")
             yield Trend(100.0, id="mem-trend")
-            yield Label("", id="mem-value", classes="metric-value")
+            yield Readout(id="mem-value", classes="metric-value")
         with Horizontal(classes="metric"):
             yield Label("RSS", classes="metric-name")
             yield Trend(None, id="rss-trend")
-            yield Label("", id="rss-value", classes="metric-value")
-        yield Static(backend_lines(()), id="backends")
-        yield Static("", id="readings")
+            yield Readout(id="rss-value", classes="metric-value")
+        yield Readout(backend_lines(()), id="backends")
+        yield Readout(id="readings")
 
     def on_mount(self) -> None:
         self.border_title = "Hardware"
+        self._cpu, self._mem, self._rss, self._readings = (self.query_one(f"#{name}", Readout) for name in ("cpu-value", "mem-value", "rss-value", "readings"))
+        self._cores = self.query_one(CoreBars)
+        self._trends = tuple(self.query_one(f"#{name}", Trend) for name in ("cpu-trend", "mem-trend", "rss-trend"))
 
     def watch_sample(self, sample: UtilizationSample | None) -> None:
         if sample is None:
             return
-        self.query_one("#cpu-value", Label).update(f"{sample.cpu_percent:3.0f}%")
-        self.query_one("#mem-value", Label).update(f"{sample.memory_percent:3.0f}% {fmt.size(sample.memory_used_bytes)}")
-        self.query_one("#rss-value", Label).update(fmt.size(sample.process_rss_bytes))
-        self.query_one(CoreBars).per_core = sample.per_core
-        self.query_one("#readings", Static).update(reading_lines(sample))
+        self._cpu.update(f"{sample.cpu_percent:3.0f}%")
+        self._mem.update(f"{sample.memory_percent:3.0f}% {fmt.size(sample.memory_used_bytes)}")
+        self._rss.update(fmt.size(sample.process_rss_bytes))
+        self._cores.per_core = sample.per_core
+        self._readings.update(reading_lines(sample))
 
     def watch_history(self, history: tuple[UtilizationSample, ...]) -> None:
-        self.query_one("#cpu-trend", Trend).values = tuple(s.cpu_percent for s in history)
-        self.query_one("#mem-trend", Trend).values = tuple(s.memory_percent for s in history)
-        self.query_one("#rss-trend", Trend).values = tuple(float(s.process_rss_bytes) for s in history)
+        cpu, mem, rss = self._trends
+        cpu.values = tuple(s.cpu_percent for s in history)
+        mem.values = tuple(s.memory_percent for s in history)
+        rss.values = tuple(float(s.process_rss_bytes) for s in history)
 
     def watch_backends(self, states: tuple[BackendState, ...]) -> None:
-        self.query_one("#backends", Static).update(backend_lines(states))
+        self.query_one("#backends", Readout).update(backend_lines(states))

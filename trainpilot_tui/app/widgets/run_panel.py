@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Horizontal, Vertical
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import Label, ProgressBar, Static
+from textual.widgets import ProgressBar
 
 from trainpilot import events as ev
 from trainpilot.plans import Plan
@@ -18,6 +18,7 @@ from .. import format as fmt
 from ..styles import tcss_beside
 from .epoch_table import EpochTable
 from .pva_chart import PvaChart
+from .readout import Readout
 
 STATUS_STYLE = {
     "starting": "$text-muted",
@@ -34,26 +35,28 @@ class RunPanel(Vertical):
     DEFAULT_CSS = tcss_beside(__file__)
     SCOPED_CSS = False
 
-    started: reactive[ev.SessionStarted | None] = reactive(None)
-    progress: reactive[ev.StepProgressed | None] = reactive(None)
-    plan: reactive[Plan | None] = reactive(None)
-    predicted_remaining: reactive[float | None] = reactive(None)
-    epochs: reactive[tuple[ev.EpochTimed, ...]] = reactive(tuple)
-    state: reactive[str] = reactive("starting")
-    message: reactive[str] = reactive("")
+    started: reactive[ev.SessionStarted | None] = reactive(None, repaint=False)
+    progress: reactive[ev.StepProgressed | None] = reactive(None, repaint=False)
+    plan: reactive[Plan | None] = reactive(None, repaint=False)
+    predicted_remaining: reactive[float | None] = reactive(None, repaint=False)
+    epochs: reactive[tuple[ev.EpochTimed, ...]] = reactive(tuple, repaint=False)
+    state: reactive[str] = reactive("starting", repaint=False)
+    message: reactive[str] = reactive("", repaint=False)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="progress-row"):
-            yield Label("", id="epoch-label")
+            yield Readout(id="epoch-label")
             yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="step-bar")
-            yield Label("", id="step-label")
-        yield Static("", id="run-status")
+            yield Readout(id="step-label")
+        yield Readout(id="run-status")
         with Container(id="pva"):
             yield EpochTable(id="epoch-table")
             yield PvaChart(id="pva-chart")
 
     def on_mount(self) -> None:
         self.border_title = "Run"
+        self._epoch_label, self._step_label, self._status = (self.query_one(f"#{name}", Readout) for name in ("epoch-label", "step-label", "run-status"))
+        self._bar = self.query_one("#step-bar", ProgressBar)
         self._show_progress()
         self._show_status()
 
@@ -104,17 +107,16 @@ class RunPanel(Vertical):
     # ---------------------------------------------------------------- rendering
 
     def _show_progress(self) -> None:
-        bar = self.query_one("#step-bar", ProgressBar)
         epochs = self.started.epochs if self.started else None
         p = self.progress
         if p is None:
             done = len(self.epochs)
-            self.query_one("#epoch-label", Label).update(f"Epoch {min(done + 1, epochs)}/{epochs}" if epochs else "Epoch –")
-            self.query_one("#step-label", Label).update("")
+            self._epoch_label.update(f"Epoch {min(done + 1, epochs)}/{epochs}" if epochs else "Epoch –")
+            self._step_label.update("")
             return
-        self.query_one("#epoch-label", Label).update(f"Epoch {p.epoch}/{epochs or '?'}")
-        bar.update(total=p.steps_per_epoch, progress=p.step)
-        self.query_one("#step-label", Label).update(f"{p.step}/{p.steps_per_epoch}")
+        self._epoch_label.update(f"Epoch {p.epoch}/{epochs or '?'}")
+        self._bar.update(total=p.steps_per_epoch, progress=p.step)
+        self._step_label.update(f"{p.step}/{p.steps_per_epoch}")
 
     def _show_status(self) -> None:
         """One line, most important first: state, plan, ETA, loss, then the latest note."""
@@ -132,4 +134,4 @@ class RunPanel(Vertical):
             parts.append(f" · loss {p.loss:.3f}")
         if self.message:
             parts.append((f" · {self.message}", "$text-muted"))
-        self.query_one("#run-status", Static).update(Content.assemble(*parts))
+        self._status.update(Content.assemble(*parts))
