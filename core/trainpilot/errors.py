@@ -30,3 +30,11 @@ class CheckpointError(TrainPilotError):
 
 class BackendUnavailable(TrainPilotError):
     pass
+
+
+class TrainingDiverged(TrainPilotError):
+    """The loss or the weights became NaN/infinite: the run stops before saving them."""
+
+
+class InsufficientMemory(TrainPilotError):
+    """The chosen plan needs more memory than its device (or this machine) has free."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Generator, Iterator
 
 from . import events as ev
-from .errors import CheckpointError, TrainPilotError
+from .errors import CheckpointError, InsufficientMemory, TrainingDiverged, TrainPilotError
 from .plans import Availability, Plan, PlanPrediction
 from .units import seconds as fmt_s
 
@@ -29,7 +29,7 @@ STEP_EVENT_INTERVAL_S = 0.05  # at most ~20 StepProgressed events a second: enou
 class SessionConfig:
     model: str | dict[str, Any] = "small_cnn"
     dataset: str | None = None  # None or "demo": the bundled demo set
-    epochs: int = 3
+    epochs: int | None = 3  # None only with `resume`: train to the resumed run's own count
     batch_size: int = 64
     lr: float = 1e-3
     seed: int = 0
@@ -55,14 +55,6 @@ class _Segment:
     steps: int = 0
     seconds: float = 0.0
     predicted_s: float | None = None
-
-
-class TrainingDiverged(TrainPilotError):
-    """The loss or the weights became NaN/infinite: the run stops before saving them."""
-
-
-class InsufficientMemory(TrainPilotError):
-    """The chosen plan needs more memory than its device (or this machine) has free."""
 
 
 @dataclass
@@ -114,6 +106,8 @@ class _Runtime:
 
 class TrainingSession:
     def __init__(self, config: SessionConfig, orchestrator: Any = None, dataset: Any = None):
+        if config.epochs is None and not config.resume:
+            config = replace(config, epochs=SessionConfig.epochs)
         self.config = config
         self.run_id = config.run_id or new_run_id()
         self._orchestrator = orchestrator
@@ -202,7 +196,7 @@ class TrainingSession:
             resume_path = _checkpoint_path(cfg.resume)
             resume_state = load_checkpoint(resume_path)
             saved = resume_state["config"]
-            cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], freeze=saved.get("freeze", cfg.freeze), epochs=cfg.epochs if cfg.epochs != SessionConfig.epochs else saved["epochs"])  # --epochs given: train to it
+            cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], freeze=saved.get("freeze", cfg.freeze), epochs=cfg.epochs if cfg.epochs is not None else saved["epochs"])
             self.config = cfg
             self.run_id = resume_state.get("run_id", self.run_id)
             self._backends = self._backend_resolver()

@@ -6,6 +6,8 @@ import sys
 
 import typer
 
+from trainpilot_tui.app_main import tui_command
+
 from .run import make_dataset_command, run_command
 
 app = typer.Typer(
@@ -27,25 +29,8 @@ headless.command("make-dataset")(make_dataset_command)
 headless.add_typer(__import__("trainpilot_tui.cli.planning", fromlist=["app"]).app)  # plan, history, calibrate (planning.py)
 
 
-@app.command("tui")
-def tui_command(
-    model: str = typer.Option("small_cnn", "--model", "-m", help="Model to train (as for `headless run`)."),
-    dataset: str = typer.Option(None, "--dataset", "-d", help="Dataset (as for `headless run`; default: the bundled demo set)."),
-    epochs: int = typer.Option(3, "--epochs", "-e", help="Epochs to train."),
-    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
-    lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
-    seed: int = typer.Option(0, "--seed", help="Seed."),
-    backend: str = typer.Option("auto", "--backend", help="auto, cpu, ane, mps or cuda."),
-    threads: int = typer.Option(None, "--threads", help="CPU threads (default: the agent decides)."),
-    theme: str = typer.Option(None, "--theme", help="Theme name or a theme file from themes/."),
-) -> None:
-    """Open the interactive terminal app (same options as `headless run`)."""
-    from trainpilot_tui.app_main import launch
-
-    from .run import session_config
-
-    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads)
-    raise typer.Exit(launch(config, theme=theme))
+# `trainpilot tui` is `trainpilot-tui`: one definition of the app's options (see app_main).
+app.command("tui")(tui_command)
 
 
 def main(argv: list[str] | None = None) -> int:

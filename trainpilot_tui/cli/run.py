@@ -12,6 +12,7 @@ import typer
 
 from .common import BACKEND_CHOICES, EXIT_FAILURE, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, fail, print_json, usage_error
 
+DEFAULT_EPOCHS = 3
 MODEL_HELP = (
     "Model: small_cnn, large_dense, rnn, mlp, or path/to/file.py:ClassName (an nn.Module with a no-argument"
     " constructor). A model file is Python code and runs with your rights, like `python file.py`."
@@ -23,14 +24,16 @@ DATASET_HELP = (
 
 
 def session_config(
-    *, model: str, dataset: Optional[str], epochs: int, batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None
+    *, model: str, dataset: Optional[str], epochs: Optional[int], batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None
 ) -> Any:
     from trainpilot.session import SessionConfig
 
     if backend not in BACKEND_CHOICES:
         usage_error(f"--backend must be one of {', '.join(BACKEND_CHOICES)}, got '{backend}'")
-    if epochs < 1:
+    if epochs is not None and epochs < 1:
         usage_error("--epochs must be at least 1")
+    if epochs is None and not resume:
+        epochs = DEFAULT_EPOCHS  # None only on --resume: train to the resumed run's own count
     if batch_size < 1:
         usage_error("--batch-size must be at least 1")
     if not lr > 0:
@@ -73,7 +76,7 @@ class _SignalStop:
 def run_command(
     model: str = typer.Option("small_cnn", "--model", "-m", help=MODEL_HELP),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
-    epochs: int = typer.Option(3, "--epochs", "-e", help="Epochs to train."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", "-e", help=f"Epochs to train (default {DEFAULT_EPOCHS}; with --resume, the resumed run's own count).", show_default=False),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
     lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, split and batch order (the CPU path is deterministic)."),
