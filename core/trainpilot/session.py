@@ -25,11 +25,14 @@ from .units import seconds as fmt_s
 STEP_EVENT_INTERVAL_S = 0.05  # at most ~20 StepProgressed events a second: enough for a smooth bar
 
 
+DEFAULT_EPOCHS = 3
+
+
 @dataclass(frozen=True)
 class SessionConfig:
     model: str | dict[str, Any] = "small_cnn"
     dataset: str | None = None  # None or "demo": the bundled demo set
-    epochs: int | None = 3  # None only with `resume`: train to the resumed run's own count
+    epochs: int | None = None  # None: DEFAULT_EPOCHS, or with `resume` the resumed run's own count
     batch_size: int = 64
     lr: float = 1e-3
     seed: int = 0
@@ -107,7 +110,7 @@ class _Runtime:
 class TrainingSession:
     def __init__(self, config: SessionConfig, orchestrator: Any = None, dataset: Any = None):
         if config.epochs is None and not config.resume:
-            config = replace(config, epochs=SessionConfig.epochs)
+            config = replace(config, epochs=DEFAULT_EPOCHS)
         self.config = config
         self.run_id = config.run_id or new_run_id()
         self._orchestrator = orchestrator

@@ -110,6 +110,9 @@ def test_stop_request_checkpoints_and_resume_finishes(small_demo, trainpilot_hom
     out = list(resumed.events())
     assert out[0].resumed_from_epoch == 0 and out[-1].status == "success"
     assert resumed.run_id == session.run_id
+    assert [e.epoch for e in out if isinstance(e, ev.EpochTimed)] == [1, 2]  # the run's own count
+    longer = list(TrainingSession(SessionConfig(resume=session.run_id, epochs=3), dataset=small_demo).events())
+    assert [e.epoch for e in longer if isinstance(e, ev.EpochTimed)] == [3]  # an explicit count goes on
 
 
 def test_bad_model_fails_cleanly(small_demo):
