@@ -23,3 +23,9 @@ def test_import_trainpilot_is_light():
 def test_cli_help_does_not_import_torch():
     loaded = _modules_after("import trainpilot_tui.cli")
     assert "torch" not in loaded
+
+
+def test_entry_points_import_in_any_order():
+    """`trainpilot-tui` imports app_main first, `trainpilot` the CLI first: neither may cycle."""
+    for first in ("trainpilot_tui.app_main", "trainpilot_tui.cli.commands", "trainpilot_tui.entry"):
+        _modules_after(f"import {first}")
