@@ -3,8 +3,8 @@ session's events iterated, as `trainpilot headless run` does) and once under the
 live hardware sampling at 2 Hz and every panel drawing, compared on the training time the core
 measures (sum of the epochs' actual seconds).
 
-    python benchmarks/tui_overhead.py            # small_cnn on the demo set, 6 epochs, all CPUs but one
-    python benchmarks/tui_overhead.py --epochs 3 --threads 1 --model mlp
+    python benchmarks/tui_overhead.py              # small_cnn, 9,600 demo samples, 3 epochs, all CPUs but one
+    python benchmarks/tui_overhead.py --repeats 3  # interleaved pairs and their median (busy machines)
 
 The app runs under Textual's headless driver (App.run_test): it lays out and renders every frame
 to terminal output as it would on screen; only the final write to a terminal is skipped. Prints
@@ -28,7 +28,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="small_cnn")
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=9600, help="size of the demo set (4x the bundled 2,400: epochs of seconds, as real ones are, not of a second)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=max(1, usable_cpus() - 1), help="CPU threads for both runs (the same plan in both; default: all usable CPUs but one, the core a desktop leaves to its terminal)")
     parser.add_argument("--refresh-hz", type=float, default=2.0, help="hardware sampling rate of the app")
@@ -103,13 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     width, height = (int(v) for v in args.size.lower().split("x"))
     from trainpilot.data import demo_dataset
 
-    dataset = demo_dataset()
+    dataset = demo_dataset(args.samples)
     headless_run(config_for(args, 1), dataset)  # warm-up: torch's first calls, page cache, allocator
 
     ratios = []
     for _ in range(max(1, args.repeats)):
         train_h, wall_h = headless_run(config_for(args, args.epochs), dataset)
-        print(f"headless: training {train_h:.2f} s (wall {wall_h:.2f} s)  {args.model}, {args.epochs} epochs, cpu x{args.threads}")
+        print(f"headless: training {train_h:.2f} s (wall {wall_h:.2f} s)  {args.model}, {args.samples} samples, {args.epochs} epochs, cpu x{args.threads}")
         train_t, wall_t, frames, app_cpu = tui_run(config_for(args, args.epochs), dataset, args.refresh_hz, (width, height))
         print(f"tui:      training {train_t:.2f} s (wall {wall_t:.2f} s from the first step)  {frames} frames drawn at {width}x{height}, sampling at {args.refresh_hz:g} Hz; app thread busy {app_cpu:.2f} s ({app_cpu / wall_t:.1%} of the training wall time)")
         ratios.append(train_t / train_h)

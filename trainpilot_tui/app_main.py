@@ -4,6 +4,10 @@ cannot drift), plus --theme. Textual is imported only when the app starts, so --
 
 Exit codes: 0 normal exit (a run quit mid-way is checkpointed, which is normal), 1 the last run
 failed, 2 usage error (bad option, unknown theme, malformed theme file).
+
+`tui_command` is built on first access (a module __getattr__), not at import: `trainpilot tui`
+(trainpilot_tui.cli) imports it from here, and it is made from trainpilot_tui.cli.run, so building
+it at import would make the two modules import each other half-initialised, whichever comes first.
 """
 from __future__ import annotations
 
@@ -14,8 +18,7 @@ from typing import Any, Optional
 
 import typer
 
-from trainpilot_tui.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from trainpilot_tui.cli.run import run_command, session_config
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2  # as trainpilot_tui.cli.common (a test checks they agree)
 
 THEME_HELP = (
     "Theme: trainpilot-dark (default), trainpilot-light, any Textual theme, a theme file's name from"
@@ -26,6 +29,8 @@ def _training_parameters() -> list[inspect.Parameter]:
     """The parameters of `headless run` that build the SessionConfig (all but its output options),
     with their typer.Option objects and resolved types: one definition serves both commands, so a
     new training option reaches the app without touching this file."""
+    from trainpilot_tui.cli.run import run_command, session_config
+
     hints = typing.get_type_hints(run_command)
     config_keys = set(inspect.signature(session_config).parameters)
     return [
@@ -78,19 +83,31 @@ def launch(config: Any, theme: str | None = None) -> int:
     return code if isinstance(code, int) else EXIT_OK
 
 
-def tui_command(**options: Any) -> None:
+def _run_tui(**options: Any) -> None:
     """Open TrainPilot's terminal app: live hardware, the agent's reasoning, predicted vs actual time.
 
     Keys: o override the backend (c/a/m/g: cpu/ane/mps/cuda), p pause/resume, n new run, r re-plan, t theme, q quit (mid-run: confirm, checkpoint, then exit); ctrl+p lists every command.
     """
+    from trainpilot_tui.cli.run import session_config
+
     theme = options.pop("theme", None)
     config = session_config(**options)
     raise typer.Exit(launch(config, theme=theme))
 
 
-_THEME = inspect.Parameter("theme", inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, "--theme", help=THEME_HELP), annotation=Optional[str])
-tui_command.__signature__ = inspect.Signature([*_training_parameters(), _THEME])  # type: ignore[attr-defined]
-tui_command.__annotations__ = {p.name: p.annotation for p in tui_command.__signature__.parameters.values()}  # type: ignore[attr-defined]
+def _build_tui_command() -> Any:
+    theme = inspect.Parameter("theme", inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, "--theme", help=THEME_HELP), annotation=Optional[str])
+    signature = inspect.Signature([*_training_parameters(), theme])
+    _run_tui.__signature__ = signature  # type: ignore[attr-defined]
+    _run_tui.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+    return _run_tui
+
+
+def __getattr__(name: str) -> Any:
+    if name == "tui_command":  # the typer command: `headless run`'s training options plus --theme
+        command = globals()["tui_command"] = _build_tui_command()
+        return command
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     from trainpilot.errors import TrainPilotError
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]})
-    app.command()(tui_command)
+    app.command()(__getattr__("tui_command"))
     try:
         app(args=argv if argv is not None else sys.argv[1:], prog_name="trainpilot-tui", standalone_mode=True)
     except SystemExit as exc:

@@ -21,6 +21,21 @@ def test_it_takes_the_options_of_headless_run_plus_theme() -> None:
         assert inspect.signature(app_main.tui_command).parameters[name].default is inspect.signature(run_command).parameters[name].default
 
 
+def test_exit_codes_agree_with_the_cli() -> None:
+    from trainpilot_tui.cli import common
+
+    assert (app_main.EXIT_OK, app_main.EXIT_FAILURE, app_main.EXIT_USAGE) == (common.EXIT_OK, common.EXIT_FAILURE, common.EXIT_USAGE)
+
+
+def test_either_entry_point_imports_first_without_a_cycle() -> None:
+    import subprocess
+    import sys
+
+    for first in ("trainpilot_tui.app_main", "trainpilot_tui.cli"):
+        code = f"import {first}; import trainpilot_tui.app_main as m, trainpilot_tui.cli; assert m.tui_command"
+        subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert app_main.main(["--help"]) == 0
     out = capsys.readouterr().out

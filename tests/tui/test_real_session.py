@@ -20,6 +20,12 @@ from .scripted import sample_source, scripted_samples
 SIZE = (100, 30)
 
 
+@pytest.fixture(autouse=True)
+def no_first_sight_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the agent's quick calibration (seconds) is the core's business, tested there
+    monkeypatch.setenv("TRAINPILOT_AUTO_CALIBRATE", "0")
+
+
 @pytest.fixture(scope="module")
 def dataset():  # type: ignore[no-untyped-def]
     return demo_dataset(400, seed=3)

@@ -31,9 +31,10 @@ class MainScreen(Screen[None]):
         """The panels exist: the app may start streaming into them."""
 
     def __init__(self, progress_interval_s: float = 0.5) -> None:
-        """`progress_interval_s`: step progress is repainted at most this often. The core sends up
-        to 20 a second; every repaint is main-thread work that competes with the training thread
-        for the GIL (benchmarks/tui_overhead.py), and the bar reads as smoothly at the refresh rate."""
+        """`progress_interval_s`: the hardware refresh interval; step progress is repainted with
+        each sample, or after twice this when no sample comes. The core sends up to 20 steps a
+        second; every repaint is main-thread work that competes with the training thread for the
+        GIL (benchmarks/tui_overhead.py), and the bar reads as smoothly at the refresh rate."""
         super().__init__()
         self.progress_interval_s = progress_interval_s
         self.book = PlanBook()
@@ -87,6 +88,7 @@ class MainScreen(Screen[None]):
     def on_utilization_sampled(self, message: msg.UtilizationSampled) -> None:
         self.hardware_panel.sample = message.sample
         self.hardware_panel.history = message.history
+        self._show_progress()  # ride along: one repaint for both panels instead of two
 
     def on_session_started(self, message: msg.SessionStarted) -> None:
         self.run_panel.started = message.event
@@ -113,11 +115,12 @@ class MainScreen(Screen[None]):
         self._trace(message.event)
 
     def on_step_progressed(self, message: msg.StepProgressed) -> None:
-        # Keep the newest; show it now if the last repaint is old enough, else when it is (a timer,
-        # so a run that stalls after this step still shows it).
+        # Keep the newest. The next hardware sample shows it (one repaint for both panels); the
+        # timer is the fallback when no sample comes (no sampler, or a stalled one), so a run that
+        # stalls after this step still shows it.
         self._progress = message.event
         if self._progress_timer is None:
-            wait = self._progress_shown_at + self.progress_interval_s - time.monotonic()
+            wait = self._progress_shown_at + 2 * self.progress_interval_s - time.monotonic()
             if wait <= 0:
                 self._show_progress()
             else:
