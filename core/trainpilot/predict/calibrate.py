@@ -104,8 +104,11 @@ def run_calibration(
     *,
     progress: Progress | None = None,
     quick: bool = False,
+    wait_budget_s: float | None = None,
 ) -> Calibration:
-    """Measure every plan in `plans` (only plans of backends available here) and fit the model."""
+    """Measure every plan in `plans` (only plans of backends available here) and fit the model.
+    `wait_budget_s`: seconds it may wait, in all, for other processes to go quiet (default 0 in
+    quick mode, 30 s otherwise); with a budget, a disturbed point is measured again."""
     import torch
 
     say = progress or (lambda _f, _m: None)
@@ -114,7 +117,9 @@ def run_calibration(
     min_seconds = 0.04 if quick else 0.3
     # Quick mode measures once and notes the disturbance; a full calibration waits (within a
     # budget) for other processes to settle and measures a disturbed point again.
-    attempts, budget = (1, _WaitBudget(0.0)) if quick else (3, _WaitBudget(30.0))
+    if wait_budget_s is None:
+        wait_budget_s = 0.0 if quick else 30.0
+    attempts, budget = (3 if wait_budget_s > 0 else 1), _WaitBudget(wait_budget_s)
 
     say(0.0, "profiling the micro-benchmark networks")
     features = [bench_features(spec) for spec in suite]

@@ -131,3 +131,31 @@ def features_of(profile: Any, epochs: int | None = None) -> WorkFeatures:
         steps=max(1, math.ceil(samples / batch)),
         epochs=max(int(epochs if epochs is not None else (_get(profile, "epochs", 1) or 1)), 1),
     )
+
+
+def kind_breakdown(model: Any, flop_counts: dict[str, dict[Any, int]], samples: int, recurrent_forward_flops: float = 0.0) -> dict[str, Any]:
+    """What `workload.profile_model` can add to a profile's `extra` for the cost model, from the
+    FlopCounterMode it already ran (no second pass):
+
+        extra["flops_by_kind"]     forward+backward FLOPs per sample of conv / dense / recurrent layers
+        extra["recurrent_layers"]  stacked recurrent layers (an nn.LSTM(num_layers=2) is 2), x2 if bidirectional
+
+    `flop_counts` is `counter.get_flop_counts()` (keys "ClassName.sub.module"), `samples` the batch
+    the pass ran on, `recurrent_forward_flops` the forward FLOPs the counter cannot see in fused
+    RNN kernels (forward + a backward of twice the forward, as profile_model counts them)."""
+    from torch import nn
+
+    kinds = {"conv": 0.0, "dense": 0.0, "recurrent": 3.0 * recurrent_forward_flops}
+    root = type(model).__name__
+    recurrent_layers = 0
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.LSTM, nn.GRU, nn.RNN)):
+            recurrent_layers += module.num_layers * (2 if module.bidirectional else 1)
+            continue
+        kind = "conv" if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)) else "dense" if isinstance(module, nn.Linear) else None
+        if kind is None:
+            continue
+        counts = flop_counts.get(f"{root}.{name}" if name else root, {})
+        kinds[kind] += float(sum(counts.values()))
+    per_sample = {k: v / max(samples, 1) for k, v in kinds.items()}
+    return {"flops_by_kind": per_sample, "recurrent_layers": recurrent_layers}

@@ -33,6 +33,7 @@ ERROR_PRIOR_RUNS = 3.0  # pseudo-runs at the prior error
 COLD_ERROR_FACTOR = 2.5  # cold errors measured here run ~2-3x the calibration fit residual
 MIN_ERROR = 0.03  # timing noise floor on a shared machine: never claim to be better than this
 LEARN_STATUSES = ("success", "interrupted")
+HUBER_SCALE = 0.15  # log-ratio distance (~16 %) beyond which a past run counts less and less
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Correction:
         return self.weight >= 0.5
 
 
-def state_weight(busy_cores: float, calibration: Calibration, plan: Plan) -> float:
+def state_weight(busy_cores: float) -> float:
     """0 for an idle machine, 1 with a core busy (what `roofline.load_weights` blends with)."""
     return _smooth(busy_cores, LOAD_NOISE_CORES, LOAD_FULL_CORES)
 
@@ -81,7 +82,7 @@ def observe(records: Iterable[RunRecord], calibration: Calibration) -> list[Obse
             # the prediction was for the planned epochs; scale it to the epochs actually done
             scaled = rec.predicted_s * rec.epochs_done / max(rec.epochs, 1)
             log_error = math.log(rec.actual_s / scaled)
-        out.append(Observation(rec, feats, state_weight(rec.busy_cores, calibration, rec.plan), math.log(rec.actual_s / roof.run_s), log_error))
+        out.append(Observation(rec, feats, state_weight(rec.busy_cores), math.log(rec.actual_s / roof.run_s), log_error))
     return out
 
 
@@ -111,7 +112,7 @@ def similarities(obs: list[Observation], feats: WorkFeatures) -> list[float]:
 
 def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan: Plan, busy_weight: float,
                sims: list[float] | None = None) -> Correction:
-    num = den = 0.0
+    values: list[tuple[float, float]] = []  # (log ratio, weight)
     exact = similar = 0
     sims = sims if sims is not None else similarities(obs, feats)
     for o, sim in zip(obs, sims):
@@ -125,13 +126,42 @@ def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan
         w = pm * load * (EXACT_BONUS if same else sim)
         if w < 1e-3:
             continue
-        num += w * o.log_ratio
-        den += w
+        values.append((o.log_ratio, w))
         if same and load > 0.5:
             exact += 1
         elif w > 0.1:
             similar += 1
-    return Correction(num / (den + PRIOR_WEIGHT) if den else 0.0, den, exact, similar)
+    if not values:
+        return Correction(0.0, 0.0, 0, 0)
+    den = sum(w for _, w in values)
+    return Correction(robust_mean(values) * den / (den + PRIOR_WEIGHT), den, exact, similar)
+
+
+def robust_mean(values: list[tuple[float, float]], scale: float = HUBER_SCALE) -> float:
+    """Weighted Huber mean of log ratios, started at the weighted median.
+
+    Timing on a shared machine has heavy tails (a run that met another process's burst takes 2-3x
+    as long); a plain mean lets one such run drag every later prediction, a median ignores how
+    the bulk spreads. Points further than `scale` from the centre count with weight scale/distance.
+    """
+    ordered = sorted(values)
+    half = sum(w for _, w in ordered) / 2
+    acc = 0.0
+    centre = ordered[-1][0]
+    for v, w in ordered:
+        acc += w
+        if acc >= half:
+            centre = v
+            break
+    for _ in range(3):
+        num = den = 0.0
+        for v, w in values:
+            d = abs(v - centre)
+            hw = w * (1.0 if d <= scale else scale / d)
+            num += hw * v
+            den += hw
+        centre = num / den
+    return centre
 
 
 def measured_error(obs: list[Observation], feats: WorkFeatures, prior: float, sims: list[float] | None = None) -> tuple[float, float]:

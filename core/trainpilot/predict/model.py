@@ -158,13 +158,15 @@ class CostModel:
             out.extend(get_backend(name).plans(self.logical_cpus))
         return out
 
-    def calibrate(self, progress: Callable[[float, str], None] | None = None, quick: bool = False) -> Calibration:
-        """Measure this machine (every available backend, every thread count) and store it."""
+    def calibrate(self, progress: Callable[[float, str], None] | None = None, quick: bool = False,
+                  wait_budget_s: float | None = None) -> Calibration:
+        """Measure this machine (every available backend, every thread count) and store it.
+        `wait_budget_s`: how long it may wait for other processes to go quiet (see calibrate.py)."""
         if self.is_described:
             raise ValueError("a described machine cannot be measured; its calibration comes from its figures")
         from .calibrate import run_calibration
 
-        calibration = run_calibration(self.machine_id, self.logical_cpus, self.plans(), progress=progress, quick=quick)
+        calibration = run_calibration(self.machine_id, self.logical_cpus, self.plans(), progress=progress, quick=quick, wait_budget_s=wait_budget_s)
         if self.calibration_dir is not None:
             save_calibration(calibration, self.calibration_dir)
         self.calibration = calibration
@@ -226,7 +228,7 @@ class CostModel:
             return PlanPrediction(plan, None, excluded_reason=memory_reason, source="roofline")
         obs = self.observations()
         sims = self._similarities(profile.footprint, feats, obs)
-        corr = correction(obs, profile.footprint, feats, plan, state_weight(busy, self.calibration, plan), sims)
+        corr = correction(obs, profile.footprint, feats, plan, state_weight(busy), sims)
         prior = max(COLD_ERROR_FACTOR * roof.fit_error, 0.1)
         error, evidence = measured_error(obs, feats, prior, sims)
         run_s = roof.run_s * corr.factor
