@@ -1,4 +1,5 @@
-"""Every test gets its own TRAINPILOT_HOME, so no test reads or writes the user's history."""
+"""Every test gets its own TRAINPILOT_HOME, so no test reads or writes the user's history, and
+first-sight calibration is off (tests that exercise it switch it back on)."""
 from __future__ import annotations
 
 import pytest
@@ -8,4 +9,5 @@ import pytest
 def trainpilot_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     home = tmp_path_factory.mktemp("tp-home")
     monkeypatch.setenv("TRAINPILOT_HOME", str(home))
+    monkeypatch.setenv("TRAINPILOT_AUTO_CALIBRATE", "0")
     return home

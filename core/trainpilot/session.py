@@ -181,6 +181,24 @@ class TrainingSession:
         except Exception as exc:  # a bug or a device fault we could not recover from
             yield self._finish("failed", f"{type(exc).__name__}: {exc}")
 
+    def _calibrate_on_first_sight(self, predictor: Any) -> Iterator[ev.Event]:
+        """The first run on a machine quick-calibrates the cost model, so the agent decides with
+        measured figures from then on (TRAINPILOT_AUTO_CALIBRATE=0 leaves it to the rule cascade)."""
+        if getattr(predictor, "is_calibrated", True) or getattr(predictor, "is_described", False):
+            return
+        from .predict.auto import auto_calibration_enabled, ensure_calibrated
+
+        if not auto_calibration_enabled():
+            return
+        yield ev.AgentStepped(self.run_id, "observe", "first run on this machine: a quick calibration of the cost model (`trainpilot headless calibrate` measures fully)")
+        start = time.perf_counter()
+        try:
+            ensure_calibrated(predictor)
+        except Exception as exc:  # calibration is an optimisation: a failure must not cost the run
+            yield ev.AgentStepped(self.run_id, "observe", f"calibration failed ({type(exc).__name__}: {exc}); the rule cascade decides")
+            return
+        yield ev.AgentStepped(self.run_id, "observe", f"calibrated in {fmt_s(time.perf_counter() - start)}")
+
     def _emit_step(self, step: Any) -> ev.AgentStepped:
         return ev.AgentStepped(self.run_id, step.phase, step.text, step.confidence, dict(step.data))
 
@@ -229,6 +247,7 @@ class TrainingSession:
         step = agent.observe(observation, profile)
         yield ev.HardwareObserved(self.run_id, profile.to_dict(), observation, step.text)
         yield self._emit_step(step)
+        yield from self._calibrate_on_first_sight(agent.predictor)
 
         # THINK
         trace_start = len(agent.trace)

@@ -136,3 +136,19 @@ def test_tabular_dataset_trains_mlp():
     y = (X[:, 0] + X[:, 1] > 0).astype(np.int64)
     result, _ = run_session(SessionConfig(model="mlp", epochs=5, lr=1e-2), dataset=validate(X, y, "table"))
     assert result["val_accuracy"] >= 0.8
+
+
+def test_first_run_on_a_machine_calibrates_the_cost_model(small_demo, monkeypatch):
+    from trainpilot.agent import HardwareOrchestrator
+    from trainpilot.predict import CostModel
+
+    monkeypatch.setenv("TRAINPILOT_AUTO_CALIBRATE", "1")
+    calls = []
+    monkeypatch.setattr(CostModel, "calibrate", lambda self, progress=None, quick=False: calls.append(quick))
+    session = TrainingSession(SessionConfig(model="mlp", epochs=1), orchestrator=HardwareOrchestrator(), dataset=small_demo)
+    texts = [e.text for e in session.events() if isinstance(e, ev.AgentStepped)]
+    assert calls == [True]
+    assert any(t.startswith("first run on this machine: a quick calibration") for t in texts)
+    monkeypatch.setenv("TRAINPILOT_AUTO_CALIBRATE", "0")
+    list(TrainingSession(SessionConfig(model="mlp", epochs=1), dataset=small_demo).events())
+    assert calls == [True]
