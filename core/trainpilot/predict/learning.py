@@ -45,6 +45,21 @@ class Observation:
     busy_weight: float
     log_ratio: float  # ln(actual / roofline now)
     log_error: float | None  # ln(actual / predicted then)
+    shape: "Shape"  # what similarity compares, computed once
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The few numbers `similarity` compares, precomputed: thinking time is mostly this comparison."""
+
+    kind: str
+    log_flops: float
+    log_batch: float
+    layers: int
+
+    @classmethod
+    def of(cls, f: WorkFeatures) -> "Shape":
+        return cls(f.dominant_kind, math.log(max(f.total_flops, 1.0)), math.log(max(f.batch_size, 1)), f.layers)
 
 
 @dataclass(frozen=True)
@@ -82,18 +97,18 @@ def observe(records: Iterable[RunRecord], calibration: Calibration) -> list[Obse
             # the prediction was for the planned epochs; scale it to the epochs actually done
             scaled = rec.predicted_s * rec.epochs_done / max(rec.epochs, 1)
             log_error = math.log(rec.actual_s / scaled)
-        out.append(Observation(rec, feats, state_weight(rec.busy_cores), math.log(rec.actual_s / roof.run_s), log_error))
+        out.append(Observation(rec, feats, state_weight(rec.busy_cores), math.log(rec.actual_s / roof.run_s), log_error, Shape.of(feats)))
     return out
 
 
-def similarity(a: WorkFeatures, b: WorkFeatures) -> float:
-    """How alike two workloads are for timing purposes, in (0, 1]."""
-    kind = 1.0 if a.dominant_kind == b.dominant_kind else 0.15
-    fa, fb = max(a.total_flops, 1.0), max(b.total_flops, 1.0)
-    size = math.exp(-((math.log(fa / fb)) ** 2) / (2 * 1.0**2))
-    batch = math.exp(-((math.log(a.batch_size / b.batch_size)) ** 2) / (2 * 0.8**2))
-    layers = math.exp(-((a.layers - b.layers) ** 2) / (2 * 2.0**2))
-    return kind * size * batch * layers
+def similarity(a: WorkFeatures | Shape, b: WorkFeatures | Shape) -> float:
+    """How alike two workloads are for timing purposes, in (0, 1]: the same dominant layer kind,
+    FLOPs per sample within a factor of ~e, batch sizes and layer counts close."""
+    sa = a if isinstance(a, Shape) else Shape.of(a)
+    sb = b if isinstance(b, Shape) else Shape.of(b)
+    kind = 1.0 if sa.kind == sb.kind else 0.15
+    d = (sa.log_flops - sb.log_flops) ** 2 / 2.0 + (sa.log_batch - sb.log_batch) ** 2 / 1.28 + (sa.layers - sb.layers) ** 2 / 8.0
+    return kind * math.exp(-d)
 
 
 def plan_match(a: Plan, b: Plan) -> float:
@@ -107,7 +122,8 @@ def plan_match(a: Plan, b: Plan) -> float:
 def similarities(obs: list[Observation], feats: WorkFeatures) -> list[float]:
     """similarity(feats, o.features) for every observation: computed once per workload and shared
     by every plan's prediction (this loop is most of the thinking time on a long history)."""
-    return [similarity(feats, o.features) for o in obs]
+    shape = Shape.of(feats)
+    return [similarity(shape, o.shape) for o in obs]
 
 
 def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan: Plan, busy_weight: float,

@@ -125,7 +125,7 @@ class CostModel:
             history = None
             notices.append(f"run history unavailable ({exc}); predictions use the roofline only")
             LOG.warning(notices[-1])
-        return cls(
+        model = cls(
             machine_id=hardware.machine_id,
             logical_cpus=hardware.logical_cpus,
             calibration=calibration,
@@ -134,6 +134,8 @@ class CostModel:
             notices=notices,
             available_backends=hardware.available_backends() or ["cpu"],
         )
+        model.observations()  # read the history now, so the agent's first think is as quick as the rest
+        return model
 
     # ---------------------------------------------------------------- state
 
