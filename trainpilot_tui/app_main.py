@@ -6,8 +6,9 @@ Exit codes: 0 normal exit (a run quit mid-way is checkpointed, which is normal),
 failed, 2 usage error (bad option, unknown theme, malformed theme file).
 
 `tui_command` is built on first access (a module __getattr__), not at import: `trainpilot tui`
-(trainpilot_tui.cli) imports it from here, and it is made from trainpilot_tui.cli.run, so building
-it at import would make the two modules import each other half-initialised, whichever comes first.
+(trainpilot_tui.cli.commands) imports it from here, and it is made from trainpilot_tui.cli.run, so
+this module never imports the CLI package while it is itself half-initialised, whichever of the two
+entry points starts first.
 """
 from __future__ import annotations
 

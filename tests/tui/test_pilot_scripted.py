@@ -47,7 +47,7 @@ async def test_chooser_shows_predictions_and_disables_unavailable_plans_with_the
         prompts = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
         disabled = [options.get_option_at_index(i).disabled for i in range(options.option_count)]
         assert "predicted 9.00s" in prompts[0] and "cpu (1 thread)" in prompts[0]
-        assert "← current" in prompts[1]
+        assert "(current)" in prompts[1] and "(current)" not in prompts[0]
         assert "n/a: not Apple Silicon" in prompts[3] and "n/a: not macOS" in prompts[4]
         assert disabled == [False, False, False, True, True]
         assert options.highlighted == 1  # the cursor starts on the plan in use

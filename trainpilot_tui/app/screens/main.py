@@ -92,7 +92,6 @@ class MainScreen(Screen[None]):
 
     def on_session_started(self, message: msg.SessionStarted) -> None:
         self.run_panel.started = message.event
-        self.run_panel.state = "running"
         self._trace(message.event)
 
     def on_hardware_observed(self, message: msg.HardwareObserved) -> None:
@@ -109,6 +108,8 @@ class MainScreen(Screen[None]):
         self.hardware_panel.backends = self.book.backend_states()
         self.run_panel.plan = message.event.plan
         self.run_panel.predicted_remaining = message.event.predicted_s
+        if self.run_panel.state == "starting":
+            self.run_panel.state = "running"
         self._trace(message.event)
 
     def on_override_refused(self, message: msg.OverrideRefused) -> None:

@@ -74,6 +74,7 @@ class RunPanel(Vertical):
 
     def watch_started(self, started: ev.SessionStarted | None) -> None:
         # What runs goes in the border, so the panel's lines go to progress and results.
+        self._show_status()
         if started is None:
             self.border_title, self.border_subtitle = "Run", ""
             return
@@ -121,8 +122,9 @@ class RunPanel(Vertical):
     def _show_status(self) -> None:
         """One line, most important first: state, plan, ETA, loss, then the latest note."""
         parts: list[Content | str | tuple[str, str]] = [(self.state, STATUS_STYLE.get(self.state, ""))]
-        if self.state == "starting" and self.plan is None:
-            parts.append((": loading the model and the data, then the agent observes and plans", "$text-muted"))
+        if self.state == "starting":
+            doing = "the agent observes the machine and plans (trace below)" if self.started else "loading the model and the data"
+            parts.append((f": {doing}", "$text-muted"))
         if self.plan is not None:
             parts += [" on ", (self.plan.label, "bold")]
         p = self.progress
