@@ -179,11 +179,13 @@ class History:
             target = None  # type: ignore[assignment]
         for suffix in ("-wal", "-shm"):
             side = self.path.with_name(self.path.name + suffix)
-            if side.exists():
-                try:
+            try:
+                if suffix == "-shm" or side.stat().st_size == 0:
+                    side.unlink()  # an index or an empty log: nothing to keep, and it must not meet the fresh file
+                else:  # a non-empty log holds the last writes: it belongs with the file it was set aside with
                     os.replace(side, Path(str(target) + suffix) if target else side.with_name(side.name + ".stale"))
-                except OSError:
-                    pass
+            except OSError:
+                pass
         where = f"moved to {target}" if target else "already moved by another process"
         self._say(f"run history {self.path} was {why}; {where}; starting a fresh history")
 
