@@ -78,7 +78,7 @@ class PlanBook:
             if self.current is not None and self.current.backend == name:
                 states.append(BackendState(name, "active", _settings(self.current)))
             elif display is None:
-                states.append(BackendState(name, "unknown", "waiting for the agent's observation"))
+                states.append(BackendState(name, "unknown", "not observed yet"))
             elif display == "available":
                 states.append(BackendState(name, "idle"))
             else:

@@ -54,7 +54,7 @@ class CoreBars(Widget):
     def render(self) -> Content:
         cores = self.per_core
         if not cores:
-            return Content.from_markup("[$text-muted]cores: waiting for the first sample[/]")
+            return Content.from_markup("[$text-muted]cores: sampling…[/]")
         mode, per_row, rows = layout(len(cores), self.size.width)
         lines: list[Content] = []
         if mode == "strip":

@@ -26,7 +26,7 @@ STATE_STYLE = {"active": "bold $success", "idle": "$text-muted", "n/a": "$text-m
 
 def backend_lines(states: tuple[BackendState, ...]) -> Content:
     if not states:
-        return Content.from_markup("[$text-muted]backends: waiting for the agent's observation[/]")
+        return Content.from_markup("[$text-muted]backends: not observed yet[/]")
     width = max(len(s.name) for s in states)
     lines = []
     for s in states:
