@@ -202,6 +202,7 @@ class HardwareOrchestrator:
         state = hardware_state or {}
         steps_before = len(self.trace)
         predictions: list[PlanPrediction] = []
+        explain = getattr(self.predictor, "explain", lambda p: p.source)
         for plan, avail in self.candidate_plans(profile):
             if plan.backend == "ane" and avail and not state.get("ane_available", True):
                 avail = Availability(False, "the observed hardware state says the ANE is unavailable")
@@ -217,7 +218,7 @@ class HardwareOrchestrator:
                 else:
                     self._step(
                         "think",
-                        f"{plan.label}: predicted {fmt_s(prediction.predicted_s)} ({prediction.source})",
+                        f"{plan.label}: predicted {fmt_s(prediction.predicted_s)} ({explain(prediction)})",
                         data={"plan": plan.to_dict(), "predicted_s": prediction.predicted_s, "source": prediction.source},
                     )
             predictions.append(prediction)

@@ -282,6 +282,17 @@ class CostModel:
             return f"needs ~{need / 2**30:.1f} GiB, more than the machine's {memory / 2**30:.1f} GiB allows"
         return None
 
+    @staticmethod
+    def explain(prediction: PlanPrediction) -> str:
+        """Where a prediction came from, in the words the trace shows."""
+        if prediction.source != "history":
+            return "roofline: calibration only, no comparable runs yet" if prediction.source == "roofline" else prediction.source
+        runs = prediction.detail.get("history_runs", {})
+        return (
+            f"history: {runs.get('same_workload', 0)} run(s) of this workload, {runs.get('similar', 0)} similar;"
+            f" x{prediction.detail.get('correction', 1.0):.2f} on the roofline"
+        )
+
     def decide(
         self,
         profile: "WorkloadProfile",
@@ -301,18 +312,9 @@ class CostModel:
         lines: list[str] = []
         if self.is_described:
             lines.append(f"{DESCRIBED_MARK} '{self.calibration.described}' (figures, not measurements)")  # type: ignore[union-attr]
+        # Each plan's prediction and each exclusion is already a step of the agent's trace (with
+        # `explain`); the decision's reasoning adds only what compares them.
         timed = sorted((p for p in predictions if not p.excluded and p.predicted_s is not None), key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
-        for p in sorted(predictions, key=lambda p: (p.predicted_s is None, p.predicted_s or 0.0)):
-            if p.excluded or p.predicted_s is None:
-                lines.append(f"excluded {p.plan.label}: {p.excluded_reason or 'no prediction'}")
-                continue
-            runs = p.detail.get("history_runs", {})
-            how = (
-                f"history: {runs.get('same_workload', 0)} run(s) of this workload, {runs.get('similar', 0)} similar; x{p.detail.get('correction', 1.0):.2f} on the roofline"
-                if p.source == "history"
-                else "roofline: calibration only, no comparable runs yet"
-            )
-            lines.append(f"predicted {p.plan.label}: {p.predicted_s:.2f}s ({how})")
         if not timed:
             # Nothing could be predicted: the CPU with every thread always exists.
             plan = Plan("cpu", threads=self.logical_cpus)
@@ -333,7 +335,7 @@ class CostModel:
         evidence = best.detail.get("error_evidence_runs", 0)
         lines.append(
             f"confidence {confidence:.2f}: {'a ' + format(margin, '.0%') + ' margin' if margin is not None else 'a single plan'}"
-            f" against a measured error of +-{sigma:.0%} for this kind of workload ({evidence} comparable past predictions)"
+            f" against a measured error of +-{sigma:.0%} for this kind of workload ({evidence:.0f} comparable past predictions)"
         )
         spoke = "history" if best.source == "history" else "roofline"
         lines.append(f"{spoke} spoke: choose {best.plan.label}, {best.predicted_s:.2f}s predicted")
