@@ -100,8 +100,8 @@ class HardwareOrchestrator:
 
     # ---------------------------------------------------------------- trace
 
-    def _step(self, phase: str, text: str, confidence: float | None = None, **data: Any) -> AgentStep:
-        step = AgentStep(phase, text, confidence, data)
+    def _step(self, phase: str, text: str, confidence: float | None = None, data: dict[str, Any] | None = None) -> AgentStep:
+        step = AgentStep(phase, text, confidence, dict(data or {}))
         self.trace.append(step)
         if self.on_step:
             self.on_step(step)
@@ -234,9 +234,7 @@ class HardwareOrchestrator:
             "think",
             f"decision: {decision.plan.label}{predicted}, confidence {decision.confidence:.2f} ({decision.policy})",
             decision.confidence,
-            plan=decision.plan.to_dict(),
-            policy=decision.policy,
-            margin=decision.margin,
+            {"plan": decision.plan.to_dict(), "policy": decision.policy, "margin": decision.margin},
         )
         self.last_plan, self.last_decision = decision.plan, decision
         return PlanningResult(tuple(predictions), decision, tuple(self.trace[steps_before:]), time.perf_counter() - start)

@@ -496,10 +496,10 @@ class TrainingSession:
                     return
             if kind == "pause" and not self._pause.is_set():
                 self._pause.set()
-                yield ev.SessionPaused(self.run_id, len(self.rt.epoch_records) + 1, segments[-1].steps)
+                yield ev.SessionPaused(self.run_id, len(self.rt.epoch_records) + 1, self._position[1])  # steps done this epoch
             elif kind == "resume" and self._pause.is_set():
                 self._pause.clear()
-                yield ev.SessionResumed(self.run_id, len(self.rt.epoch_records) + 1, segments[-1].steps)
+                yield ev.SessionResumed(self.run_id, len(self.rt.epoch_records) + 1, self._position[1])
             elif kind == "override":
                 backend, threads, avail = arg
                 if not avail:

@@ -18,8 +18,7 @@ from torch import nn
 
 from .errors import WorkloadError
 
-ZOO = ("small_cnn", "large_dense", "rnn", "mlp")
-DEFAULT_LAYERS = {"small_cnn": 3, "large_dense": 4, "rnn": 2, "mlp": 2}
+from .model_names import DEFAULT_LAYERS, ZOO  # noqa: E402 - re-exported: the zoo's names live without torch
 
 
 @dataclass(frozen=True)

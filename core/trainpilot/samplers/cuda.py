@@ -53,7 +53,8 @@ class CudaSampler:
         seconds (the UI samples at 2+ Hz), so until the session has loaded it there is no value."""
         if self._torch_cuda is None:
             torch = sys.modules.get("torch")
-            if torch is None:
+            # Present in sys.modules is not loaded: another thread may be half way through `import torch`.
+            if torch is None or getattr(getattr(torch, "__spec__", None), "_initializing", False) or not hasattr(torch, "cuda"):
                 return None
             self._torch_cuda = torch.cuda
         return self._torch_cuda

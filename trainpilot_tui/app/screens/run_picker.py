@@ -18,7 +18,7 @@ from trainpilot.session import SessionConfig
 def zoo_models() -> tuple[str, ...]:
     # The zoo lives beside the model classes (torch); by the time a user opens this dialog the
     # session has imported torch already, so this is a dictionary lookup.
-    from trainpilot.workload import ZOO
+    from trainpilot.model_names import ZOO
 
     return tuple(ZOO)
 
