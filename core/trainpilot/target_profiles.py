@@ -29,13 +29,12 @@ ConfigError naming the file and the problem.
 from __future__ import annotations
 
 import math
-
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .tomlfile import read_toml
 
 BACKENDS = ("cpu", "mps", "ane", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
@@ -88,17 +87,6 @@ class TargetMachine:
             "backends": {name: vars(backend).copy() for name, backend in self.backends.items()},
             "note": PREDICTED_NOTE,
         }
-
-
-def _toml_loads(text: str) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib
-        except ImportError as exc:
-            raise ConfigError("reading hardware profiles needs Python 3.11+ (or pip install tomli)") from exc
-    return tomllib.loads(text)
 
 
 def _type_name(expected: type | tuple[type, ...]) -> str:
@@ -192,15 +180,7 @@ def load_target(path: str | Path) -> TargetMachine:
     path = Path(path)
     if not path.is_file():
         raise ConfigError("hardware profile not found", path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot be read: {exc}", path) from exc
-    try:
-        data = _toml_loads(text)
-    except ValueError as exc:  # tomllib.TOMLDecodeError: the message carries line and column
-        raise ConfigError(f"not valid TOML: {exc}", path) from exc
-    return parse_target(data, path)
+    return parse_target(read_toml(path, "hardware profile"), path)
 
 
 def shipped_profiles_dir() -> Path:

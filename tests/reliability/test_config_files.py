@@ -22,9 +22,6 @@ THEMES = sorted((REPO / "themes").glob("*.toml"))
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PROFILE_INF_VALUES = ["inf", "1e400", "1e308"]  # 1e308 TFLOP/s becomes inf FLOP/s
 VALUES = ["0", "-1", "-1e400", "nan", "-inf", "10000000000000000000000000000", "true", '""', '" "', '"x"', "[]", "{}", '"\\u0000"', "1979-05-27", "[1, 2]", '"#GGGGGG"', '"red"', *PROFILE_INF_VALUES]
-# A known defect, reported to its owner (the strict xfail test at the end): non-UTF-8 bytes in a
-# theme file. The theme byte fuzzer keeps to UTF-8 until it is fixed; then the xfail test passes,
-# fails as strict, and that exclusion should go.
 _counter = itertools.count()
 
 
@@ -109,12 +106,7 @@ def test_theme_file_with_a_wrong_value(which, line_pick, value):
 def test_theme_file_with_damaged_bytes(which, kind, position, size, seed):
     source = THEMES[which % len(THEMES)]
     path = fresh(source.name)
-    damaged = corpus.mutate(source.read_bytes(), kind, position, size, seed)
-    try:
-        damaged.decode("utf-8")
-    except UnicodeDecodeError:
-        damaged = damaged.decode("utf-8", errors="ignore").encode()  # known defect below: keep to UTF-8
-    path.write_bytes(damaged)
+    path.write_bytes(corpus.mutate(source.read_bytes(), kind, position, size, seed))
     load_theme_or_refuse(path)
 
 
@@ -130,7 +122,6 @@ def test_hardware_profile_with_an_infinite_figure(key, value):
     load_profile_or_refuse(path)
 
 
-@pytest.mark.xfail(strict=True, reason="reported: themes._read_toml lets UnicodeDecodeError escape for a non-UTF-8 file")
 def test_theme_file_that_is_not_utf8():
     path = fresh("ember.toml")
     path.write_bytes(b"\xd8" + THEMES[0].read_bytes())

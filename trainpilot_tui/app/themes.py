@@ -25,6 +25,7 @@ from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 from trainpilot.errors import ConfigError
+from trainpilot.tomlfile import read_toml
 
 TRAINPILOT_DARK = Theme(
     name="trainpilot-dark",
@@ -78,20 +79,7 @@ def theme_dirs() -> list[Path]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError:
-            raise ConfigError("reading theme files needs Python 3.11+ or the 'tomli' package", path) from None
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except OSError as exc:
-        raise ConfigError(f"cannot read ({exc.strerror or exc})", path) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}", path) from None
+    return read_toml(path, "theme")
 
 
 def _colour(path: Path, key: str, value: Any) -> str:
