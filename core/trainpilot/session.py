@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any, Generator, Iterator
 
 from . import events as ev
-from .errors import CheckpointError, InsufficientMemory, TrainingDiverged, TrainPilotError
+from . import resume
+from .errors import CheckpointError, TrainingDiverged, TrainPilotError
 from .plans import Availability, Plan, PlanPrediction
+from .resources import check_memory
+from .resume import describe_exception
 from .units import seconds as fmt_s
 
 STEP_EVENT_INTERVAL_S = 0.05  # at most ~20 StepProgressed events a second: enough for a smooth bar
@@ -214,7 +217,7 @@ class TrainingSession:
         cfg = self.config
         resume_state = None
         if cfg.resume:
-            resume_path = _checkpoint_path(cfg.resume)
+            resume_path = resume.checkpoint_path(cfg.resume)
             resume_state = load_checkpoint(resume_path)
             saved = resume_state["config"]
             cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], freeze=saved.get("freeze", cfg.freeze), epochs=cfg.epochs if cfg.epochs is not None else saved["epochs"])
@@ -225,7 +228,7 @@ class TrainingSession:
         dataset = self._dataset if self._dataset is not None else resolve_dataset(cfg.dataset)
         self._fingerprint = {"samples": len(dataset), "sample_shape": list(dataset.sample_shape), "num_classes": dataset.num_classes}
         if resume_state and resume_state.get("dataset_fingerprint") not in (None, self._fingerprint):
-            raise CheckpointError(f"was written for a dataset of {_shape_text(resume_state['dataset_fingerprint'])}, but {dataset.source} now holds {_shape_text(self._fingerprint)}", resume_state.get("loaded_from", resume_path))
+            raise CheckpointError(f"was written for a dataset of {resume.shape_text(resume_state['dataset_fingerprint'])}, but {dataset.source} now holds {resume.shape_text(self._fingerprint)}", resume_state.get("loaded_from", resume_path))
         train_set, val_set = dataset.split(cfg.val_fraction, cfg.seed)
         seed_everything(cfg.seed)
         model = build_model(spec, dataset.sample_shape, dataset.num_classes)
@@ -264,12 +267,12 @@ class TrainingSession:
             source, reason = "resume", f"resumed run {self.run_id} from epoch {start_epoch}, step {start_step}"
 
         # ACT
-        _check_memory(plan, profile, dataset)
+        check_memory(plan, profile, dataset, self._backends(plan.backend))
         self.trainer = Trainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends)
         trainer = self.trainer
         totals = _Totals()
         if resume_state:
-            _restore_checkpoint(trainer, resume_state, spec.name)
+            resume.restore_checkpoint(trainer, resume_state, spec.name)
             self.rt.epoch_records = list(resume_state.get("epoch_records", []))[:start_epoch]
             totals = _Totals.from_dict(resume_state.get("epoch_totals")) if start_step else _Totals()
         self._position = (start_epoch, start_step, totals)
@@ -292,7 +295,7 @@ class TrainingSession:
                     raise
                 # A device fault (an exception from the device, out of memory, a failed conversion,
                 # NaNs only the device produced): back to the last good state, on the CPU.
-                yield from self._fall_back(f"{self.plan.label} failed: {_describe(exc)}", load)
+                yield from self._fall_back(f"{self.plan.label} failed: {describe_exception(exc)}", load)
                 epoch, first_step, totals = self._position
                 segments.append(_Segment(self.plan))
                 continue
@@ -477,7 +480,7 @@ class TrainingSession:
         except Exception as exc:
             if plan.backend == "cpu":
                 raise
-            yield from self._fall_back(f"moving to {plan.label} failed: {_describe(exc)}", load)
+            yield from self._fall_back(f"moving to {plan.label} failed: {describe_exception(exc)}", load)
             return
         self.plan = plan
         per_epoch = self._predicted_epoch_s(plan, load)
@@ -538,7 +541,7 @@ class TrainingSession:
         records = self.rt.epoch_records + ([record] if record is not None else [])
         config = self.config.to_dict()
         config["model"] = config["model"] if isinstance(config["model"], str) else dict(config["model"])
-        config["dataset"] = _absolute_dataset(config["dataset"])
+        config["dataset"] = resume.absolute_dataset(config["dataset"])
         meta = dict(
             epoch=epoch,
             step=step,
@@ -622,66 +625,6 @@ def _switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:
     if old.backend == new.backend == "cpu":
         return 0.0
     return 3 * profile.weight_bytes / 2e9 + 0.05
-
-
-def _check_memory(plan: Plan, profile: Any, dataset: Any) -> None:
-    """Refuse, before training starts, a plan whose step would not fit: the predicted need against
-    the backend's budget (a device's free memory) or, on the host, the memory available now (the
-    dataset is already loaded or memory-mapped, so it is part of what is used, not of the need)."""
-    from .backends import get_backend
-    from .data import available_memory_bytes, format_bytes
-    from .workload import training_memory
-
-    estimate = training_memory(profile)
-    budget = get_backend(plan.backend).memory_budget_bytes(plan)
-    where = f"{plan.label}'s memory" if budget is not None else "memory available"
-    if budget is None:
-        budget = available_memory_bytes()
-    if estimate.total > budget:
-        source = dataset.source if dataset.source not in ("demo", "arrays") else None
-        raise InsufficientMemory(
-            f"training {profile.model} on {profile.dataset_size} samples with {plan.label} needs about {format_bytes(estimate.total)}"
-            f" ({estimate.describe()}), more than the {format_bytes(budget)} of {where}; try a smaller --batch-size",
-            source,
-        )
-
-
-def _describe(exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [""])[0][:200]
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-def _shape_text(fingerprint: Any) -> str:
-    try:
-        shape = "x".join(str(d) for d in fingerprint["sample_shape"])
-        return f"{fingerprint['samples']} samples of {shape} in {fingerprint['num_classes']} classes"
-    except (TypeError, KeyError):
-        return repr(fingerprint)
-
-
-def _absolute_dataset(dataset: Any) -> Any:
-    """Store a dataset path absolute, so `--resume` works from any directory."""
-    if not isinstance(dataset, str) or dataset in ("demo", "arrays"):
-        return dataset
-    path = Path(dataset).expanduser()
-    return str(path.resolve()) if path.exists() else dataset
-
-
-def _restore_checkpoint(trainer: Any, state: dict[str, Any], model_name: str) -> None:
-    """Load a verified checkpoint into the trainer; a mismatch is the checkpoint's problem, said in one line."""
-    try:
-        trainer.load_state_dict(state)
-    except Exception as exc:
-        raise CheckpointError(f"does not fit model {model_name} ({_describe(exc)})", state.get("loaded_from")) from exc
-
-
-def _checkpoint_path(resume: str) -> Path:
-    from .paths import runs_dir
-
-    candidate = Path(resume).expanduser()
-    if candidate.exists():
-        return candidate
-    return runs_dir() / resume
 
 
 def run_session(config: SessionConfig, **kwargs: Any) -> tuple[dict[str, Any], list[ev.Event]]:

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from .common import BACKEND_CHOICES, EXIT_FAILURE, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, fail, print_json, usage_error
+from .common import BACKEND_CHOICES, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, fail, print_json, usage_error
 
 from trainpilot.session import DEFAULT_EPOCHS  # light: the session module imports torch lazily
 MODEL_HELP = (
