@@ -63,7 +63,6 @@ QUICK_SUITE: tuple[BenchSpec, ...] = tuple(FULL_SUITE[i] for i in (0, 3, 5, 7, 8
 
 
 def build_bench_model(spec: BenchSpec) -> "torch.nn.Module":
-    import torch
     from torch import nn
 
     classes = 10
