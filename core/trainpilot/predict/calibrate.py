@@ -82,11 +82,16 @@ def _measure_point(spec: BenchSpec, plan: Plan, busy: int, min_seconds: float, a
 
 
 def fit_state(features: list[WorkFeatures], steady: list[float], first: list[float], batch: list[int],
-              external: list[float]) -> StateRates:
+              external: list[float], names: list[str] | None = None, base: StateRates | None = None) -> StateRates:
+    """Fit one plan in one CPU state. With `base` (the same plan idle), the fit is of what the
+    busy core *adds* to the idle coefficients (each addition >= 0: contention never speeds a step
+    up), which leaves far fewer ways for heavy-tailed contended timings to mislead it."""
     import numpy as np
 
     rows = np.array([f.step_row(b) for f, b in zip(features, batch)])
-    coef, err = relative_nnls(rows, np.array(steady))
+    base_vec = np.array(base.vector()) if base is not None else np.zeros(len(COLUMNS))
+    delta, err = relative_nnls(rows, np.array(steady), base=rows @ base_vec if base is not None else None)
+    coef = base_vec + delta
     warmup = statistics.median(f / s for f, s in zip(first, steady) if s > 0) if steady else 1.0
     return StateRates(
         coef=dict(zip(COLUMNS, (float(c) for c in coef))),
@@ -94,6 +99,7 @@ def fit_state(features: list[WorkFeatures], steady: list[float], first: list[flo
         warmup_steps=float(warmup),
         points=len(steady),
         external_load=float(statistics.fmean(external)) if external else 0.0,
+        samples=tuple(zip(names or [""] * len(steady), steady, first, external)),
     )
 
 
@@ -139,7 +145,8 @@ def run_calibration(
                 first.append(f)
                 external.append(e)
                 done += 1
-        rates = fit_state(features, steady, first, [spec.batch for spec in suite], external)
+        rates = fit_state(features, steady, first, [spec.batch for spec in suite], external,
+                          [spec.name for spec in suite], base=measured.get((plan_key(plan), 0)) if busy else None)
         measured[(plan_key(plan), busy)] = rates
         if rates.external_load > NOISE_TOLERANCE_CORES:
             notes.append(f"{label}: other processes used {rates.external_load:.1f} cores while it was measured")

@@ -36,6 +36,8 @@ class StateRates:
     warmup_steps: float = 1.0  # the first step of a fresh model costs this many steady steps extra
     points: int = 0
     external_load: float = 0.0  # cores other processes used while it was measured (beyond our own load)
+    # the measurements behind the fit: (benchmark, steady step s, first-step extra s, other processes' cores)
+    samples: tuple[tuple[str, float, float, float], ...] = ()
 
     def vector(self) -> list[float]:
         return [float(self.coef.get(c, 0.0)) for c in COLUMNS]
@@ -52,6 +54,7 @@ class StateRates:
             warmup_steps=float(data.get("warmup_steps", 1.0)),
             points=int(data.get("points", 0)),
             external_load=float(data.get("external_load", 0.0)),
+            samples=tuple((str(a), float(b), float(c), float(d)) for a, b, c, d in data.get("samples", ())),
         )
 
 

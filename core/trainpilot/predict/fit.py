@@ -40,16 +40,31 @@ def nnls(a: np.ndarray, b: np.ndarray, max_iter: int | None = None) -> np.ndarra
     return x
 
 
-def relative_nnls(rows: np.ndarray, seconds: np.ndarray) -> tuple[np.ndarray, float]:
-    """Fit coefficients so that rows @ coef ~ seconds with *relative* errors weighted equally (a
-    1 ms step and a 100 ms step count the same), each column scaled to unit size for conditioning.
-    Returns (coef, rms relative error of the fit)."""
+def relative_nnls(rows: np.ndarray, seconds: np.ndarray, base: np.ndarray | None = None, robust: bool = True,
+                  huber: float = 0.2, iterations: int = 4) -> tuple[np.ndarray, float]:
+    """Fit coefficients so that base + rows @ coef ~ seconds with *relative* errors weighted
+    equally (a 1 ms step and a 100 ms step count the same), each column scaled to unit size for
+    conditioning. `base` (default 0) is a known part of each time, e.g. the idle prediction when
+    fitting what a busy core adds.
+
+    `robust`: iteratively reweighted (Huber) — a point more than `huber` (relative) off the fit
+    counts with weight huber/|residual|. Timings next to a busy core are heavy-tailed (a parallel
+    region sometimes waits a whole scheduler slice), and one such point must not decide a
+    coefficient for every prediction after it.
+    Returns (coef, RMS relative error of the fit over all points, unweighted)."""
     rows = np.asarray(rows, dtype=float)
     seconds = np.asarray(seconds, dtype=float)
-    weighted = rows / seconds[:, None]
-    scale = np.abs(weighted).max(axis=0)
+    base = np.zeros_like(seconds) if base is None else np.asarray(base, dtype=float)
+    scaled_rows = rows / seconds[:, None]
+    target = (seconds - base) / seconds
+    scale = np.abs(scaled_rows).max(axis=0)
     scale[scale == 0] = 1.0
-    coef_scaled = nnls(weighted / scale, np.ones_like(seconds))
-    coef = coef_scaled / scale
-    rel = rows @ coef / seconds - 1.0
+    weights = np.ones_like(seconds)
+    coef = np.zeros(rows.shape[1])
+    for _ in range(iterations if robust else 1):
+        w = np.sqrt(weights)[:, None]
+        coef = nnls(scaled_rows / scale * w, target * w[:, 0]) / scale
+        rel = (base + rows @ coef) / seconds - 1.0
+        weights = np.where(np.abs(rel) <= huber, 1.0, huber / np.maximum(np.abs(rel), 1e-12))
+    rel = (base + rows @ coef) / seconds - 1.0
     return coef, float(np.sqrt(np.mean(rel**2)))
