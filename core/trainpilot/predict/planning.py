@@ -64,9 +64,9 @@ def plan_job(
     profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
     calibrated_now = False
     if hardware_file is not None:
-        from ..target_profiles import load_target
+        from ..target_profiles import resolve_target
 
-        target = load_target(hardware_file)
+        target = resolve_target(hardware_file)  # a .toml path, or a shipped profile's name
         cost = CostModel.open(home, hardware=target)
         load = measure_load(0.05)  # only to fill the protocol; a described machine is assumed idle
         for plan in cost.plans():  # a first pass imports what the predictions need (not thinking)
