@@ -166,7 +166,7 @@ def run_suite(cases: tuple[Case, ...], quick: bool, home: Path, log: Any, passes
             log(f"  calibration {fraction:4.0%} {message}")
 
     log(f"calibrating ({'quick' if quick else 'full'}) ...")
-    calibration = model.calibrate(progress=progress, quick=quick, wait_budget_s=30.0 if quick else 600.0)
+    calibration = model.calibrate(progress=progress, quick=quick, wait_budget_s=20.0 if quick else 600.0)
     cold_model = CostModel(machine_id=model.machine_id, logical_cpus=model.logical_cpus, calibration=calibration,
                            calibration_dir=None, history=None, available_backends=model.available_backends)
     agent = HardwareOrchestrator(predictor=model, hardware=hardware)
@@ -261,8 +261,13 @@ def summarize(outcomes: list[Outcome], meta: dict[str, Any], all_threads: Any) -
             rows.append((f"   {state}", f"{mape([(r.online_s, r.actual_s) for r in runs(k, state)]):.1f} %", ""))
     chosen = [(o.passes[last][o.choice[last]].online_s, o.passes[last][o.choice[last]].actual_s) for o in outcomes]
     rows.append((f"warm MAPE of the chosen plans (pass {passes})", f"{mape(chosen):.1f} %", ""))
-    floor = [(o.passes[k - 1][p].actual_s, o.passes[k][p].actual_s) for o in outcomes for k in range(1, passes) for p in o.passes[k]]
-    rows.append(("run-to-run variation: |this run / last run - 1|", f"{mape(floor):.1f} %", "the machine's own noise floor"))
+    def floor(state: str | None = None) -> float:
+        return mape([(o.passes[k - 1][p].actual_s, o.passes[k][p].actual_s) for o in outcomes if state in (None, o.state)
+                     for k in range(1, passes) for p in o.passes[k]])
+
+    rows.append(("run-to-run variation: |this run / last run - 1|", f"{floor():.1f} %", "the machine's own noise floor"))
+    for state in ("idle", "one core busy"):
+        rows.append((f"   {state}", f"{floor(state):.1f} %", ""))
 
     def regret(o: Outcome, plan: Any) -> float:
         truth = o.truth()
@@ -327,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     cases = QUICK if args.quick else FULL
-    BUDGET.left = 60.0 if args.quick else 2400.0
+    BUDGET.left = 30.0 if args.quick else 2400.0
     outcomes, meta = run_suite(cases, args.quick, home, log, passes=2 if args.quick else 3)
     rows = summarize(outcomes, meta, Plan("cpu", threads=meta["logical_cpus"]))
     mode = "quick" if args.quick else "full"
