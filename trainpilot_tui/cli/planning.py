@@ -32,6 +32,10 @@ def _progress_bar(description: str, quiet: bool = False) -> Iterator[Callable[[f
         yield lambda fraction, message: progress.update(task, completed=fraction, step=message)
 
 
+def _micro(value: float) -> str:
+    return f"{value * 1e6:.0f} µs" if value < 1e-3 else f"{value * 1e3:.1f} ms"
+
+
 def _seconds(value: Optional[float]) -> str:
     if value is None:
         return "-"
@@ -187,7 +191,7 @@ def _print_calibration(calibration: Any, model: Any) -> None:
         table.add_column(column)
 
     def gflops(rates: Any, kind: str) -> str:
-        value = rates.flops_per_s(kind)
+        value = rates.sustained_flops.get(kind)  # measured over whole training steps
         return f"{value / 1e9:.1f}" if value else "-"
 
     for pc in calibration.plans.values():
@@ -195,7 +199,7 @@ def _print_calibration(calibration: Any, model: Any) -> None:
             if rates is None:
                 continue
             table.add_row(pc.plan.label, state, gflops(rates, "conv"), gflops(rates, "dense"), gflops(rates, "recurrent"),
-                          _seconds(rates.coef["step"]), _seconds(rates.coef["layer"]), f"{rates.fit_error:.0%}")
+                          _micro(rates.coef["step"]), _micro(rates.coef["layer"]), f"{rates.fit_error:.0%}")
     console.print(table)
     console.print(f"calibrated {len(calibration.plans)} plan(s) in {calibration.duration_s:.1f} s; stored under {model.calibration_dir}")
     for note in calibration.notes:

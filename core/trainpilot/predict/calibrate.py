@@ -82,7 +82,8 @@ def _measure_point(spec: BenchSpec, plan: Plan, busy: int, min_seconds: float, a
 
 
 def fit_state(features: list[WorkFeatures], steady: list[float], first: list[float], batch: list[int],
-              external: list[float], names: list[str] | None = None, base: StateRates | None = None) -> StateRates:
+              external: list[float], names: list[str] | None = None, base: StateRates | None = None,
+              kinds: list[str] | None = None) -> StateRates:
     """Fit one plan in one CPU state. With `base` (the same plan idle), the fit is of what the
     busy core *adds* to the idle coefficients (each addition >= 0: contention never speeds a step
     up), which leaves far fewer ways for heavy-tailed contended timings to mislead it."""
@@ -93,6 +94,10 @@ def fit_state(features: list[WorkFeatures], steady: list[float], first: list[flo
     delta, err = relative_nnls(rows, np.array(steady), base=rows @ base_vec if base is not None else None)
     coef = base_vec + delta
     warmup = statistics.median(f / s for f, s in zip(first, steady) if s > 0) if steady else 1.0
+    sustained: dict[str, float] = {}
+    for kind, f, b, s in zip(kinds or [], features, batch, steady):
+        if kind in ("conv", "dense", "recurrent") and s > 0:
+            sustained[kind] = max(sustained.get(kind, 0.0), f.total_flops * b / s)
     return StateRates(
         coef=dict(zip(COLUMNS, (float(c) for c in coef))),
         fit_error=err,
@@ -100,6 +105,7 @@ def fit_state(features: list[WorkFeatures], steady: list[float], first: list[flo
         points=len(steady),
         external_load=float(statistics.fmean(external)) if external else 0.0,
         samples=tuple(zip(names or [""] * len(steady), steady, first, external)),
+        sustained_flops=sustained,
     )
 
 
@@ -146,7 +152,8 @@ def run_calibration(
                 external.append(e)
                 done += 1
         rates = fit_state(features, steady, first, [spec.batch for spec in suite], external,
-                          [spec.name for spec in suite], base=measured.get((plan_key(plan), 0)) if busy else None)
+                          [spec.name for spec in suite], base=measured.get((plan_key(plan), 0)) if busy else None,
+                          kinds=[spec.kind for spec in suite])
         measured[(plan_key(plan), busy)] = rates
         if rates.external_load > NOISE_TOLERANCE_CORES:
             notes.append(f"{label}: other processes used {rates.external_load:.1f} cores while it was measured")

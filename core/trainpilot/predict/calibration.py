@@ -38,6 +38,9 @@ class StateRates:
     external_load: float = 0.0  # cores other processes used while it was measured (beyond our own load)
     # the measurements behind the fit: (benchmark, steady step s, first-step extra s, other processes' cores)
     samples: tuple[tuple[str, float, float, float], ...] = ()
+    # FLOP/s each layer kind's best micro-benchmark sustained over a whole training step (what a
+    # user would call the machine's throughput; the coef above are marginal costs next to fixed ones)
+    sustained_flops: dict[str, float] = field(default_factory=dict)
 
     def vector(self) -> list[float]:
         return [float(self.coef.get(c, 0.0)) for c in COLUMNS]
@@ -55,6 +58,7 @@ class StateRates:
             points=int(data.get("points", 0)),
             external_load=float(data.get("external_load", 0.0)),
             samples=tuple((str(a), float(b), float(c), float(d)) for a, b, c, d in data.get("samples", ())),
+            sustained_flops={str(k): float(v) for k, v in data.get("sustained_flops", {}).items()},
         )
 
 
