@@ -158,7 +158,7 @@ def history_command(
 
 @app.command("calibrate")
 def calibrate_command(
-    quick: bool = typer.Option(False, "--quick", help="A few seconds instead of ~30: fewer micro-benchmarks, shorter timings."),
+    quick: bool = typer.Option(False, "--quick", help="About 10 s instead of about 45 s (2 cores): fewer micro-benchmarks, shorter timings."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored calibration as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
