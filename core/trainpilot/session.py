@@ -8,6 +8,7 @@ model and optimizer are never touched mid-step.
 """
 from __future__ import annotations
 
+import json
 import math
 import queue
 import secrets
@@ -132,6 +133,7 @@ class TrainingSession:
         self._position: tuple[int, int, _Totals] = (0, 0, _Totals())
         self._run_path: Path | None = None
         self._fingerprint: dict[str, Any] | None = None
+        self._meter: Any = None  # predict.contention.ExternalCpuMeter, started when training starts
         self._backends = self._backend_resolver()
 
     def _backend_resolver(self) -> Any:
@@ -276,6 +278,9 @@ class TrainingSession:
             self.rt.epoch_records = list(resume_state.get("epoch_records", []))[:start_epoch]
             totals = _Totals.from_dict(resume_state.get("epoch_totals")) if start_step else _Totals()
         self._position = (start_epoch, start_step, totals)
+        from .predict.contention import ExternalCpuMeter
+
+        self._meter = ExternalCpuMeter().__enter__()  # the load the run meets, for learning (see _finish)
         self._run_path = runs_dir() / self.run_id  # created by the first checkpoint: a run that fails to start leaves nothing
         yield from self._switch(plan, source, reason, self.rt.confidence if source == "agent" else None, load)
         per_epoch = self._predicted_epoch_s(self.plan, load)  # type: ignore[arg-type]
@@ -605,12 +610,20 @@ class TrainingSession:
     def _finish(self, status: str, message: str) -> ev.RunFinished:
         result = self.result(status, message)
         trained = bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None)
-        if self.config.record_history and self.profile is not None and self.plan is not None and self._orchestrator is not None and trained:
+        # A run whose plan changed mid-way timed two plans at once: nothing to learn about either.
+        one_plan = len({json.dumps(c["plan"], sort_keys=True) for c in self.rt.plan_changes}) <= 1
+        if self.config.record_history and self.profile is not None and self.plan is not None and self._orchestrator is not None and trained and one_plan:
             try:
-                from .monitor import measure_load
+                meter = self._meter
+                if meter is None:
+                    from .monitor import measure_load
 
+                    met = measure_load(0.0)
+                else:
+                    meter.__exit__(None, None, None)
+                    met = meter.result.as_sample(self._orchestrator.hardware.logical_cpus)  # the load during the run
                 self._orchestrator.predictor.record(
-                    self.profile, self.plan, measure_load(0.0), result["predicted_s"], result["actual_s"] or 0.0,
+                    self.profile, self.plan, met, result["predicted_s"], result["actual_s"] or 0.0,
                     run_id=self.run_id, status=status, epochs_done=len(self.rt.epoch_records),
                 )
             except Exception:

@@ -152,3 +152,16 @@ def test_first_run_on_a_machine_calibrates_the_cost_model(small_demo, monkeypatc
     monkeypatch.setenv("TRAINPILOT_AUTO_CALIBRATE", "0")
     list(TrainingSession(SessionConfig(model="mlp", epochs=1), dataset=small_demo).events())
     assert calls == [True]
+
+
+def test_history_learns_single_plan_runs_under_the_load_they_met(small_demo):
+    from trainpilot.agent import HardwareOrchestrator
+    from trainpilot.predict import History
+    from trainpilot.paths import history_db_path
+
+    agent = HardwareOrchestrator()
+    run_session(SessionConfig(model="mlp", epochs=1, backend="cpu", threads=1), orchestrator=agent, dataset=small_demo)
+    session = TrainingSession(SessionConfig(model="mlp", epochs=1, batch_size=16, backend="cpu", threads=2), orchestrator=agent, dataset=small_demo)
+    list(_steer_on_first_step(session, lambda s: s.override_backend("cpu", threads=1)))
+    records = History(history_db_path()).records(agent.hardware.machine_id, 10)
+    assert len(records) == 1  # the run that switched plans mid-way taught nothing
