@@ -123,6 +123,9 @@ class History:
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), timeout=self.timeout_s, isolation_level=None)
+        # A damaged file can hand back bytes that are not UTF-8 (in quick_check's report, say):
+        # decode leniently so damage is diagnosed and set aside instead of raising mid-check.
+        conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
         conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
         # In WAL mode NORMAL still never corrupts the file; a power cut may lose the last run
         # or two, which is a fair price for not waiting on fsync at every run's end.
@@ -142,7 +145,7 @@ class History:
                 if attempt:
                     raise HistoryUnavailable(f"{self.path}: {why}") from None
                 self._set_aside(str(why))
-            except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed", ...
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # "not a database", "malformed", garbled text
                 if attempt:
                     raise HistoryUnavailable(f"{self.path}: {exc}") from exc
                 self._set_aside(f"unreadable ({exc})")
