@@ -16,6 +16,8 @@ them are labelled "est.".
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import json
 import plistlib
 import re
@@ -104,11 +106,12 @@ def parse_mactop(record: dict[str, Any]) -> PowerSnapshot:
 # ---------------------------------------------------------------- stream decoders
 
 
-class Decoder:
+class Decoder(ABC):
     """Cuts a tool's byte stream into samples. feed() returns the samples completed so far."""
 
+    @abstractmethod
     def feed(self, chunk: bytes) -> list[PowerSnapshot]:
-        raise NotImplementedError
+        """Take the next bytes of the stream; return the samples they completed."""
 
     def flush(self) -> list[PowerSnapshot]:
         """At end of stream: whatever complete sample is left."""
