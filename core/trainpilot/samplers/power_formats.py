@@ -16,11 +16,10 @@ them are labelled "est.".
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import json
 import plistlib
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable
 
