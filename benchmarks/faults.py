@@ -299,14 +299,7 @@ def bad_inputs(cases: int, seed: int, home: Path, subprocess_sample: int) -> Bad
     # Fixed sets: wrong content in well-formed files, pickles, broken model files.
     for name, X, y in corpus.bad_array_cases():
         for container in ("npy", "npz"):
-            d = fresh()
-            if container == "npy":
-                np.save(d / "X_train.npy", X)
-                np.save(d / "y_train.npy", y)
-                target = d
-            else:
-                target = d / "data.npz"
-                np.savez(target, X=X, y=y)
+            target = corpus.write_arrays(fresh(), X, y, container)
             cli_case(bad, "wrong content", ["--dataset", str(target)], target, home)
     marker = root / "EXECUTED"
     payloads = corpus.pickle_payloads(marker)

@@ -73,13 +73,7 @@ def test_damaged_dataset_files_are_refused_in_one_line_or_still_valid(fmt, kind,
 @pytest.mark.parametrize("name, X, y", corpus.bad_array_cases(), ids=[c[0] for c in corpus.bad_array_cases()])
 @pytest.mark.parametrize("container", ["npy", "npz"])
 def test_wrong_content_is_refused_with_the_problem(tmp_path, name, X, y, container):
-    if container == "npy":
-        np.save(tmp_path / "X_train.npy", X)
-        np.save(tmp_path / "y_train.npy", y)
-        target = tmp_path
-    else:
-        target = tmp_path / "data.npz"
-        np.savez(target, X=X, y=y)
+    target = corpus.write_arrays(tmp_path, X, y, container)
     with pytest.raises(DatasetError) as caught:
         load_dataset(target)
     assert_one_line_about(caught.value, target)

@@ -125,6 +125,18 @@ def write_dataset(fmt: str, directory: Path, damage: Callable[[bytes], bytes] = 
     raise ValueError(fmt)
 
 
+def write_arrays(directory: Path, X: Any, y: Any, container: str) -> Path:
+    """Save X and y as a dataset in `directory`: "npy" (X_train.npy + y_train.npy, the directory is
+    the dataset) or "npz" (data.npz). Returns what to pass as --dataset."""
+    if container == "npy":
+        np.save(directory / "X_train.npy", X)
+        np.save(directory / "y_train.npy", y)
+        return directory
+    target = directory / "data.npz"
+    np.savez(target, X=X, y=y)
+    return target
+
+
 def bad_array_cases() -> list[tuple[str, Any, Any]]:
     """(name, X, y) pairs that are well-formed files holding the wrong content."""
     X, y = valid_arrays()
