@@ -14,9 +14,11 @@ and stops. Every case is trained for real on every plan this machine offers, twi
           three passes, so the error can be seen to fall as runs accumulate.
 
 The fastest plan of a case is the one with the lowest mean actual time over all passes. Printed:
-prediction error (MAPE) cold / online / warm per pass, next to the run-to-run variation of the
-machine itself (a run's time against the previous run of the same case and plan: no predictor
-that sees only the past can beat it by much); how often the agent's plan is the fastest where
+prediction error (MAPE) cold / online / warm per pass; what the machine's own noise costs, twice:
+the run-to-run variation (a run against the previous run of the same case and plan) and an
+oracle's error (each run predicted by the mean of the same case and plan in the *other* passes,
+future ones included: it knows every case's speed and misses only the noise, so no predictor
+that learns from the past beats it on average); how often the agent's plan is the fastest where
 the best two plans differ by more than 10 %; regret (chosen / best - 1) of the agent, of "first
 available backend, all threads" and of a random choice; the agent's thinking time.
 
@@ -268,6 +270,22 @@ def summarize(outcomes: list[Outcome], meta: dict[str, Any], all_threads: Any) -
     rows.append(("run-to-run variation: |this run / last run - 1|", f"{floor():.1f} %", "the machine's own noise floor"))
     for state in ("idle", "one core busy"):
         rows.append((f"   {state}", f"{floor(state):.1f} %", ""))
+
+    def oracle(state: str | None = None) -> float:
+        # Each run predicted by the mean of its case and plan's *other* passes, future ones too: a
+        # predictor that knows every case's speed on this machine and only misses the noise.
+        pairs = []
+        for o in outcomes:
+            if state not in (None, o.state):
+                continue
+            for plan in o.passes[0]:
+                times = [p[plan].actual_s for p in o.passes if plan in p]
+                pairs += [(statistics.fmean(times[:i] + times[i + 1:]), t) for i, t in enumerate(times) if len(times) > 1]
+        return mape(pairs)
+
+    rows.append(("oracle MAPE: mean of the same case and plan's other passes", f"{oracle():.1f} %", "sees the future; learning from the past cannot beat it"))
+    for state in ("idle", "one core busy"):
+        rows.append((f"   {state}", f"{oracle(state):.1f} %", ""))
 
     def regret(o: Outcome, plan: Any) -> float:
         truth = o.truth()

@@ -197,3 +197,35 @@ def test_record_never_raises_when_the_history_breaks(tmp_path: Path) -> None:
     db.mkdir()  # the history file is now a directory: every write fails
     model.record(profile, Plan("cpu", threads=1), idle(), 1.0, 1.0, run_id="lost", status="success", epochs_done=1)
     assert any("could not record run lost" in n for n in model.notices)
+
+
+def test_recent_runs_that_ran_slow_shift_the_next_warm_prediction(tmp_path: Path) -> None:
+    """Every workload ran 25 % slower than its history a moment ago (a neighbour took the
+    machine's cache, the laptop throttled): the next prediction follows, a fresh model does too
+    once it reads the history, and a never-seen workload's miss is not taken for drift."""
+    model = this_machine_model(tmp_path)
+    plan = Plan("cpu", threads=1)
+    jobs = [small_job(w)[2] for w in (16, 32, 64)]
+    from trainpilot.predict.history import RunRecord
+
+    for i in range(3):  # the usual speed: each workload's history, an hour ago
+        for p in jobs:
+            roof = model.predict(p, plan, idle()).detail["roofline_s"]
+            model.history.add(RunRecord(f"old-{i}-{p.params}", time.time() - 3600, model.machine_id, p.footprint, p.to_dict(),
+                                        plan, 0.02, 1.0, roof, roof, "success", 1, 1))
+    model = CostModel(machine_id=model.machine_id, logical_cpus=2, calibration=model.calibration, calibration_dir=None, history=model.history)
+    steady = model.predict(jobs[2], plan, idle())
+    assert steady.detail["drift"]["recent_runs"] == 0
+    unseen = small_job(128)[2]
+    p_unseen = model.predict(unseen, plan, idle())
+    model.record(unseen, plan, idle(), p_unseen.predicted_s, 3 * p_unseen.predicted_s, run_id="unseen", status="success", epochs_done=1)
+    assert model.predict(jobs[2], plan, idle()).detail["drift"]["recent_runs"] == 0  # the roofline's miss, not drift
+    for p in jobs[:2]:
+        expected = model.predict(p, plan, idle()).predicted_s
+        model.record(p, plan, idle(), expected, 1.25 * expected, run_id=f"slow-{p.params}", status="success", epochs_done=1)
+    shifted = model.predict(jobs[2], plan, idle())
+    assert shifted.detail["drift"]["recent_runs"] == 2
+    assert 1.05 < shifted.predicted_s / steady.predicted_s < 1.25
+    assert "last 2 run(s) ran" in CostModel.explain(shifted)
+    reopened = CostModel(machine_id=model.machine_id, logical_cpus=2, calibration=model.calibration, calibration_dir=None, history=model.history)
+    assert reopened.predict(jobs[2], plan, idle()).predicted_s == pytest.approx(shifted.predicted_s, rel=0.02)

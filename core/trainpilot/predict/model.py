@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..plans import Decision, Plan, PlanPrediction
 from .calibration import Calibration, load_calibration, save_calibration
 from .confidence import confidence_from_margin
+from .drift import DRIFT_MAX_RUNS, NO_DRIFT, Drift, Residual, drift, recent_residuals, residual_of
 from .features import features_of
 from .history import History, HistoryUnavailable, RunRecord
 from .learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, similarities, state_weight
@@ -75,6 +76,7 @@ class CostModel:
         self._sims_key: Any = None
         self._obs_version = 0  # bumped whenever the observations change, so cached similarities expire
         self._sims: list[float] = []
+        self._residuals: list[Residual] = []  # the newest warm predictions' misses (drift.py)
 
     # ---------------------------------------------------------------- construction
 
@@ -185,6 +187,7 @@ class CostModel:
                 except Exception as exc:  # a history we cannot read must not stop a prediction
                     self._note(f"could not read the run history: {exc}")
             self._observations = observe(records, self.calibration) if self.calibration else []
+            self._residuals = recent_residuals(self._observations)
             self._obs_version += 1
         return self._observations
 
@@ -231,14 +234,16 @@ class CostModel:
         obs = self.observations()
         sims = self._similarities(profile.footprint, feats, obs)
         corr = correction(obs, profile.footprint, feats, plan, state_weight(busy), sims)
+        shift = self._drift(busy)
         prior = max(COLD_ERROR_FACTOR * roof.fit_error, 0.1)
         error, evidence = measured_error(obs, feats, prior, sims)
-        run_s = roof.run_s * corr.factor
+        run_s = roof.run_s * corr.factor * shift.factor
         source = "history" if corr.spoke else "roofline"
         detail: dict[str, Any] = {
-            "per_epoch_s": (run_s - roof.breakdown.get("warmup", 0.0) * corr.factor) / feats.epochs,
+            "per_epoch_s": (run_s - roof.breakdown.get("warmup", 0.0) * corr.factor * shift.factor) / feats.epochs,
             "roofline_s": roof.run_s,
             "correction": corr.factor,
+            "drift": {"factor": round(shift.factor, 4), "recent_runs": shift.runs, "weight": round(shift.weight, 2)},
             "history_runs": {"same_workload": corr.exact_runs, "similar": corr.similar_runs, "weight": round(corr.weight, 2)},
             "relative_error": error,
             "error_evidence_runs": round(evidence, 1),
@@ -250,6 +255,12 @@ class CostModel:
             detail["note"] = DESCRIBED_MARK
             detail["machine"] = self.calibration.described
         return PlanPrediction(plan, run_s, source=source, detail=detail)
+
+    def _drift(self, busy: float) -> Drift:
+        """How far this machine's recent runs strayed from their warm predictions (drift.py)."""
+        if not self._residuals or self.is_described:
+            return NO_DRIFT
+        return drift(self._residuals, state_weight(busy))
 
     def _rates(self, plan: Plan) -> dict[str, float]:
         cal = self.calibration.for_plan(plan) if self.calibration else None
@@ -285,12 +296,19 @@ class CostModel:
     @staticmethod
     def explain(prediction: PlanPrediction) -> str:
         """Where a prediction came from, in the words the trace shows."""
+        shift = prediction.detail.get("drift", {})
+        recent = (
+            f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran"
+            if shift.get("recent_runs") and abs(shift.get("factor", 1.0) - 1.0) >= 0.01 else ""
+        )
         if prediction.source != "history":
-            return "roofline: calibration only, no comparable runs yet" if prediction.source == "roofline" else prediction.source
+            if prediction.source != "roofline":
+                return prediction.source
+            return "roofline: calibration only, no comparable runs yet" + recent
         runs = prediction.detail.get("history_runs", {})
         return (
             f"history: {runs.get('same_workload', 0)} run(s) of this workload, {runs.get('similar', 0)} similar;"
-            f" x{prediction.detail.get('correction', 1.0):.2f} on the roofline"
+            f" x{prediction.detail.get('correction', 1.0):.2f} on the roofline{recent}"
         )
 
     def decide(
@@ -379,7 +397,13 @@ class CostModel:
             if self._observations is not None and self.calibration is not None:
                 from dataclasses import replace
 
-                self._observations = observe([replace(rec, id=rid)], self.calibration) + self._observations
+                new = observe([replace(rec, id=rid)], self.calibration)
+                if new:
+                    # its miss against the drift-free warm prediction, before it joins the history
+                    found = residual_of(new[0], self._observations)
+                    if found is not None:
+                        self._residuals = [found, *self._residuals][:DRIFT_MAX_RUNS]
+                self._observations = new + self._observations
                 self._obs_version += 1
         except Exception as exc:  # noqa: BLE001 - by contract
             self._note(f"could not record run {run_id} in the history: {type(exc).__name__}: {exc}")
