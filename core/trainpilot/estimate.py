@@ -87,6 +87,8 @@ class FirstEstimate:
     def predict(self, profile: "WorkloadProfile", plan: Plan, load: "UtilizationSample") -> PlanPrediction:
         if plan.backend != "cpu":
             return PlanPrediction(plan, None, source="estimate", detail={"note": "no measured throughput for this device yet"})
+        if plan.mode:  # compiling's cost is only known to the calibrated cost model
+            return PlanPrediction(plan, None, excluded_reason="torch.compile plans need the calibrated cost model (`trainpilot headless calibrate --compile`)", source="estimate")
         threads = plan.threads or self.logical_cpus
         flops = self.throughput(threads)
         step_s = profile.flops_per_sample * profile.batch_size / flops + STEP_OVERHEAD_S

@@ -13,6 +13,11 @@ class Plan:
     mode: str | None = None  # backend-specific mode, e.g. the ANE's "frozen-backbone"
 
     @property
+    def is_eager_cpu(self) -> bool:
+        """PyTorch on the host as written: the plan every other one falls back to when it fails."""
+        return self.backend == "cpu" and self.mode is None
+
+    @property
     def label(self) -> str:
         parts = [self.backend]
         if self.threads:

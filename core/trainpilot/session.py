@@ -21,6 +21,7 @@ from typing import Any, Generator, Iterator
 from . import events as ev
 from . import resume
 from .errors import CheckpointError, TrainingDiverged, TrainPilotError
+from .backends.compiled import COMPILED
 from .plans import Availability, Plan, PlanPrediction
 from .resources import check_memory
 from .resume import describe_exception
@@ -42,6 +43,7 @@ class SessionConfig:
     seed: int = 0
     backend: str = "auto"  # auto | cpu | ane | mps | cuda
     threads: int | None = None
+    compile: bool = False  # train a torch.compile'd model (a CPU plan setting, see backends/compiled.py)
     val_fraction: float = 0.1
     run_id: str | None = None
     resume: str | None = None  # run id (or checkpoint path) to resume
@@ -146,9 +148,9 @@ class TrainingSession:
 
     # ---------------------------------------------------------------- steering (any thread)
 
-    def override_backend(self, backend: str, threads: int | None = None) -> Availability:
-        """Ask to move the run to another backend at the next step boundary. Refused at once (and
-        as an `OverrideRefused` event) when the backend cannot run here."""
+    def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability:
+        """Ask to move the run to another backend (a CPU plan: `threads`, `mode="compiled"`) at the
+        next step boundary. Refused at once (and as an `OverrideRefused` event) when it cannot run here."""
         from .backends import BACKEND_NAMES
 
         if backend not in BACKEND_NAMES:
@@ -156,7 +158,9 @@ class TrainingSession:
         avail = self._backends(backend).availability()
         if avail and self.profile is not None:
             avail = self._backends(backend).supports(self.profile)
-        self._commands.put(("override", (backend, threads, avail)))
+        if avail and mode and self.profile is not None:
+            avail = self._backends(backend).supports_plan(self.profile, Plan(backend, threads=threads, mode=mode))
+        self._commands.put(("override", (backend, threads, mode, avail)))
         return avail
 
     def pause(self) -> None:
@@ -263,7 +267,7 @@ class TrainingSession:
         decision = planning.decision
         self.rt.confidence, self.rt.policy = decision.confidence, decision.policy
         plan, source, reason = decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision"
-        if cfg.backend != "auto" or cfg.threads:
+        if cfg.backend != "auto" or cfg.threads or cfg.compile:
             plan, source, reason = self._forced_plan(cfg, agent, profile, load)
         if resume_state and source == "agent":
             source, reason = "resume", f"resumed run {self.run_id} from epoch {start_epoch}, step {start_step}"
@@ -296,7 +300,7 @@ class TrainingSession:
                 if stopped is None:
                     stopped = yield from self._train_epoch(epoch, first_step, totals, segments, load)
             except Exception as exc:
-                if self.plan is None or self.plan.backend == "cpu" or self._snapshot is None:
+                if self.plan is None or self.plan.is_eager_cpu or self._snapshot is None:
                     raise
                 # A device fault (an exception from the device, out of memory, a failed conversion,
                 # NaNs only the device produced): back to the last good state, on the CPU.
@@ -412,6 +416,7 @@ class TrainingSession:
         return "nothing was saved"
 
     def _fallback_plan(self) -> Plan:
+        """Eager CPU, whatever failed (a device, or compiling)."""
         if self.config.threads:
             return Plan("cpu", threads=self.config.threads)
         return self._plan_for("cpu", None)
@@ -431,7 +436,13 @@ class TrainingSession:
         plans = backend.plans(agent.hardware.logical_cpus)
         if name == "cpu":
             threads = cfg.threads or (agent.last_plan.threads if agent.last_plan and agent.last_plan.backend == "cpu" else None) or agent.hardware.logical_cpus
-            return Plan("cpu", threads=threads), "user", f"requested --backend cpu with {threads} thread(s)"
+            plan = Plan("cpu", threads=threads, mode=COMPILED if cfg.compile else None)
+            if cfg.compile:
+                compiles = backend.supports_plan(profile, plan)
+                if not compiles:
+                    self.rt.fallback_reason = f"torch.compile unavailable: {compiles.reason}"
+                    return Plan("cpu", threads=threads), "fallback", f"--compile requested but torch.compile cannot run here ({compiles.reason}); training eagerly"
+            return plan, "user", f"requested --backend cpu with {threads} thread(s)" + (", compiled" if cfg.compile else "")
         return plans[0], "user", f"requested --backend {name}"
 
     def _predicted_epoch_s(self, plan: Plan, load: Any) -> float | None:
@@ -475,15 +486,15 @@ class TrainingSession:
         switch_cost = None
         if self.plan is not None and self.profile is not None:
             switch_cost = _switch_cost_s(self.profile, self.plan, plan)
-        if plan.backend != "cpu":
-            # The last good state to come back to if the device fails (the CPU needs none: a CPU
-            # failure is a bug or bad input, not something another device can fix).
+        if not plan.is_eager_cpu:
+            # The last good state to come back to if the device (or compiling) fails (eager CPU
+            # needs none: its failure is a bug or bad input, not something another plan can fix).
             epoch, step, totals = self._position
             self._snapshot = _Snapshot(epoch, step, totals.copy(), self.trainer.snapshot())
         try:
             self.trainer.use_plan(plan)
         except Exception as exc:
-            if plan.backend == "cpu":
+            if plan.is_eager_cpu:
                 raise
             yield from self._fall_back(f"moving to {plan.label} failed: {describe_exception(exc)}", load)
             return
@@ -509,25 +520,28 @@ class TrainingSession:
                 self._pause.clear()
                 yield ev.SessionResumed(self.run_id, len(self.rt.epoch_records) + 1, self._position[1])
             elif kind == "override":
-                backend, threads, avail = arg
+                backend, threads, mode, avail = arg
                 if not avail:
                     yield ev.OverrideRefused(self.run_id, backend, avail.reason)
                     continue
-                plan = self._plan_for(backend, threads)
+                plan = self._plan_for(backend, threads, mode)
                 if plan == self.plan:
                     continue
                 yield from self._switch(plan, "user", f"user override to {plan.label}", None, load)
                 segments.append(_Segment(self.plan))  # type: ignore[arg-type]
 
-    def _plan_for(self, backend: str, threads: int | None) -> Plan:
+    def _plan_for(self, backend: str, threads: int | None, mode: str | None = None) -> Plan:
+        """The plan of `backend` to move to. For the CPU: the thread count asked for, else the one
+        the agent predicted fastest (not blindly all threads), eager unless `mode` asks to compile."""
         assert self._orchestrator is not None
         plans = self._backends(backend).plans(self._orchestrator.hardware.logical_cpus)
         if backend == "cpu":
             if threads:
-                return Plan("cpu", threads=threads)
-            # the CPU plan the agent predicted fastest, not blindly all threads
-            timed = [p for p in self.predictions.values() if p.plan.backend == "cpu" and p.predicted_s is not None]
-            return min(timed, key=lambda p: p.predicted_s).plan if timed else plans[-1]  # type: ignore[arg-type, return-value]
+                return Plan("cpu", threads=threads, mode=mode)
+            timed = [p for p in self.predictions.values() if p.plan.backend == "cpu" and p.plan.mode == mode and p.predicted_s is not None]
+            if timed:
+                return min(timed, key=lambda p: p.predicted_s).plan  # type: ignore[arg-type, return-value]
+            return max((p for p in plans if p.mode == mode), key=lambda p: p.threads or 0)
         return plans[0]
 
     def _checkpoint(self, epoch: int, step: int, reason: str, totals: "_Totals", record: dict[str, Any] | None = None) -> Iterator[ev.Event]:
@@ -538,7 +552,7 @@ class TrainingSession:
         assert self.trainer is not None and self._run_path is not None
         # On a device plan the epoch's state is also the last good state to fall back to, so it
         # gets a private copy; on the CPU (no fallback) the live tensors are saved as they are.
-        keep = reason == "epoch" and self.plan is not None and self.plan.backend != "cpu"
+        keep = reason == "epoch" and self.plan is not None and not self.plan.is_eager_cpu
         state = self.trainer.snapshot() if keep else self.trainer.state_dict()
         bad = [name for name, tensor in state["model_state"].items() if tensor.is_floating_point() and not bool(tensor.isfinite().all())]
         if bad:

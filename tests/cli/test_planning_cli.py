@@ -48,8 +48,10 @@ def test_plan_json_on_this_machine(calibrated_home: Path, dataset_dir: Path) -> 
     for key in ("backend", "threads", "predicted_s", "confidence", "margin", "policy", "label"):
         assert key in chosen
     assert chosen["backend"] == "cpu" and chosen["policy"] == "cost-model" and 0.5 <= chosen["confidence"] <= 0.99
-    cpu = [p for p in data["plans"] if p["backend"] == "cpu"]
+    cpu = [p for p in data["plans"] if p["backend"] == "cpu" and p["mode"] is None]
     assert {p["threads"] for p in cpu} >= {1} and all(p["predicted_s"] > 0 for p in cpu)
+    compiled = [p for p in data["plans"] if p["mode"] == "compiled"]  # listed, and why they cannot be predicted yet
+    assert {p["threads"] for p in compiled} == {p["threads"] for p in cpu} and all("calibrate --compile" in p["excluded"] for p in compiled)
     assert sum(p["chosen"] for p in data["plans"]) == 1
     excluded = [p for p in data["plans"] if p["excluded"]]
     assert all(p["predicted_s"] is None for p in excluded)  # unavailable backends say why, never 0

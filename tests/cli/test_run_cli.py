@@ -63,6 +63,8 @@ def test_progress_goes_to_stderr_not_stdout(dataset_dir):
         ["headless", "run", "--threads", "0"],
         ["headless", "run", "--epochs", "many"],
         ["headless", "run", "--no-such-option"],
+        ["headless", "run", "--compile", "--backend", "ane"],  # torch.compile is a CPU plan setting
+        ["headless", "calibrate", "--compile", "--quick"],
     ],
 )
 def test_usage_errors_exit_2(args):

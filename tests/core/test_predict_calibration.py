@@ -58,7 +58,12 @@ def test_quick_calibration_measures_every_plan_and_is_stored(calibrated) -> None
     assert measured and model.is_calibrated
     cal = model.calibration
     assert cal.quick and cal.duration_s > 0
-    assert {p.plan for p in cal.plans.values()} == set(model.plans())
+    # every plan but the compiled ones, whose eager steps are these and whose compiling is measured apart
+    assert {p.plan for p in cal.plans.values()} == {p for p in model.plans() if p.mode is None}
+    assert cal.compile is None
+    compiled = next(p for p in model.plans() if p.mode == "compiled")
+    profile = profile_model(build_model("mlp", (1, 28, 28), 10), (1, 28, 28), 10, 1000, name="mlp")
+    assert "calibrate --compile" in model.predict(profile, compiled, load(0, cal.logical_cpus)).excluded_reason
     for pc in cal.plans.values():
         assert set(pc.idle.coef) == set(COLUMNS)
         assert all(v >= 0 for v in pc.idle.coef.values())

@@ -54,10 +54,10 @@ class ScriptedSession:
 
     # ---------------------------------------------------------------- steering (any thread)
 
-    def override_backend(self, backend: str, threads: int | None = None) -> Availability:
+    def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability:
         self.override_requests.append(backend)
         avail = self.availability.get(backend, Availability(False, f"unknown backend '{backend}'"))
-        self._commands.put(("override", (backend, threads, avail)))
+        self._commands.put(("override", (backend, threads, mode, avail)))
         return avail
 
     def pause(self) -> None:
@@ -156,11 +156,11 @@ class ScriptedSession:
                 self._paused = False
                 yield ev.SessionResumed(self.run_id, epoch, step, at=AT)
             elif kind == "override":
-                backend, threads, avail = arg
+                backend, threads, mode, avail = arg
                 if not avail:
                     yield ev.OverrideRefused(self.run_id, backend, avail.reason, at=AT)
                     continue
-                plan = Plan("cuda", device="cuda:0") if backend == "cuda" else Plan("cpu", threads=threads or 2)
+                plan = Plan("cuda", device="cuda:0") if backend == "cuda" else Plan("cpu", threads=threads or 2, mode=mode)
                 if plan != self.plan:
                     yield from self._switch(plan, "user", f"user override to {plan.label}", None)
                     segments.append({"plan": plan.to_dict(), "steps": 0, "actual_s": 0.0})

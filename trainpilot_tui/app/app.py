@@ -62,7 +62,7 @@ class Session(Protocol):
     run_id: str
 
     def events(self) -> Iterator[ev.Event]: ...
-    def override_backend(self, backend: str, threads: int | None = None) -> Availability: ...
+    def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...
     def request_stop(self, reason: str = "user") -> None: ...
@@ -232,27 +232,29 @@ class TrainPilotApp(App[int]):
             return True if live else None  # shown, greyed out, between runs
         return True
 
-    def action_override(self, backend: str, threads: int | None = None) -> None:
+    def action_override(self, backend: str, threads: int | None = None, mode: str | None = None) -> None:
+        """Move the run to `backend` (for the CPU: `threads`, and `mode="compiled"` for torch.compile)."""
         if self.session is None or not self.running or self.stopping:
             self.notify("No run in progress.", severity="warning")
             return
         current = self.main.book.current
-        if current is not None and current.backend == backend and (threads is None or threads == current.threads):
+        # `c` (no threads, no mode) on a compiled plan means "eager CPU": a move, not a no-op
+        if current is not None and current.backend == backend and (threads is None or threads == current.threads) and mode == current.mode:
             self.notify(f"Already training on {current.label}.")
             return
-        verdict = self.session.override_backend(backend, threads)
+        verdict = self.session.override_backend(backend, threads, mode)
         if not verdict:
             # The core also answers with OverrideRefused, which puts the reason in the trace.
             self.notify(f"{backend}: {verdict.reason}", title="Override refused", severity="warning")
             return
-        target = Plan(backend, threads=threads).label if threads else backend
+        target = Plan(backend, threads=threads, mode=mode).label if threads or mode else backend
         self.notify(f"Moving to {target} at the next step boundary.", title="Override")
 
     def action_choose_backend(self) -> None:
         if not self.running or self.stopping:
             return
 
-        def chosen(choice: tuple[str, int | None] | None) -> None:
+        def chosen(choice: tuple[str, int | None, str | None] | None) -> None:
             if choice is not None:
                 self.action_override(*choice)
 

@@ -159,26 +159,35 @@ def history_command(
 @app.command("calibrate")
 def calibrate_command(
     quick: bool = typer.Option(False, "--quick", help="About 10 s instead of about 45 s (2 cores): fewer micro-benchmarks, shorter timings."),
+    compile: bool = typer.Option(False, "--compile", help="Measure torch.compile instead: compile time per layer kind and the compiled step's speed, so compiled CPU plans can be predicted (about a minute on 2 cores; needs a C++ compiler)."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored calibration as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
     """Measure this machine for the cost model: every plan, idle and next to one busy core.
 
     Measures sustained FLOP/s of conv, dense and recurrent layers, per-step and per-layer costs and
-    memory bandwidth, and stores them per machine in TrainPilot's data directory.
+    memory bandwidth, and stores them per machine in TrainPilot's data directory. With --compile,
+    measures what torch.compile costs and gives here and adds it (a later plain calibrate keeps it).
     """
+    if compile and quick:
+        usage_error("--compile has no quick mode: compiling each network is what takes the time")
     from trainpilot.predict import CostModel
 
     try:
         model = CostModel.open()
-        with _progress_bar("calibrating" + (" (quick)" if quick else ""), quiet) as progress:
-            calibration = model.calibrate(progress=progress, quick=quick)
+        title = "measuring torch.compile" if compile else "calibrating" + (" (quick)" if quick else "")
+        with _progress_bar(title, quiet) as progress:
+            calibration = model.calibrate_compile(progress=progress) if compile else model.calibrate(progress=progress, quick=quick)
     except OSError as exc:
         fail(f"cannot store the calibration: {exc.strerror or exc}")
+    except RuntimeError as exc:  # torch.compile cannot run here (no compiler), or compiling failed
+        fail(str(exc))
     if as_json:
         print_json(calibration.to_dict())
         return
     _print_calibration(calibration, model)
+    if calibration.compile is not None:
+        _print_compile(calibration.compile)
 
 
 def _print_calibration(calibration: Any, model: Any) -> None:
@@ -204,3 +213,19 @@ def _print_calibration(calibration: Any, model: Any) -> None:
     console.print(f"calibrated {len(calibration.plans)} plan(s) in {calibration.duration_s:.1f} s; stored under {model.calibration_dir}")
     for note in calibration.notes:
         console.print(f"[yellow]note:[/] {note}")
+
+
+def _print_compile(cc: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(show_edge=False, title=f"torch.compile at {cc.threads} thread(s), measured with inductor's caches off")
+    for column in ("network", "eager step", "compiled", "ratio", "1st compile", "new shape"):
+        table.add_column(column)
+    for s in cc.samples:
+        table.add_row(s.name, _micro(s.eager_step_s), _micro(s.compiled_step_s), f"{s.compiled_step_s / s.eager_step_s:.2f}x",
+                      _seconds(s.first_compile_s), _seconds(s.recompile_s))
+    console.print(table)
+    per_layer = ", ".join(f"{k} {v:.1f} s" for k, v in cc.per_layer_s.items() if v > 0) or "-"
+    console.print(f"compile time per layer: {per_layer}; start-up {cc.once_s:.1f} s; measured in {cc.duration_s:.0f} s")

@@ -24,7 +24,8 @@ DATASET_HELP = (
 
 
 def session_config(
-    *, model: str, dataset: Optional[str], epochs: Optional[int], batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None
+    *, model: str, dataset: Optional[str], epochs: Optional[int], batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None,
+    compile: bool = False,
 ) -> Any:
     from trainpilot.session import SessionConfig
 
@@ -42,8 +43,10 @@ def session_config(
         usage_error("--freeze must be at least 1 (the number of leading layers Core ML runs frozen)")
     if threads is not None and threads < 1:
         usage_error("--threads must be at least 1")
+    if compile and backend not in ("auto", "cpu"):
+        usage_error(f"--compile is a CPU plan setting (torch.compile on the host); it does not go with --backend {backend}")
     model_config: Any = {"name": model, "layers": layers} if layers else model
-    return SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze)
+    return SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile)
 
 
 class _SignalStop:
@@ -82,6 +85,7 @@ def run_command(
     seed: int = typer.Option(0, "--seed", help="Seed for weights, split and batch order (the CPU path is deterministic)."),
     backend: str = typer.Option("auto", "--backend", help="auto (the agent decides), cpu, ane, mps or cuda. An unavailable backend falls back to the CPU with the reason."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: the agent decides from the observed load)."),
+    compile: bool = typer.Option(False, "--compile", help="Train the model through torch.compile on the CPU (compiling takes seconds to minutes first; the agent offers it by itself only where `calibrate --compile` measured that it pays)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     freeze: Optional[int] = typer.Option(None, "--freeze", help="ANE frozen-backbone mode: the first N learnable layers run forward in Core ML (macOS), the rest trains in PyTorch."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Resume the run with this id (see `trainpilot headless history`) from its last checkpoint."),
@@ -99,7 +103,7 @@ def run_command(
 
     from .progress import StderrProgress
 
-    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze)
+    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze, compile=compile)
     session = TrainingSession(config)
     finished: ev.RunFinished | None = None
     with _SignalStop(session) as stop, StderrProgress(quiet=quiet) as progress:

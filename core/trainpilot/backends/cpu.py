@@ -2,12 +2,19 @@
 
 Threads matter: on a 2-core machine with one core kept busy by another process, 1 thread trains
 about twice as fast as 2 (the second thread waits on a core it cannot get at every parallel
-region); idle, 2 threads win by ~15%. So each thread count is its own plan.
+region); idle, 2 threads win by ~15%. So each thread count is its own plan, eager and compiled
+(torch.compile, see compiled.py).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..plans import Availability, Plan
 from .base import Backend
+from .compiled import COMPILED, compile_availability, compile_model
+
+if TYPE_CHECKING:
+    import torch
 
 
 def thread_counts(logical_cpus: int) -> list[int]:
@@ -29,7 +36,14 @@ class CpuBackend(Backend):
         return Availability(True)
 
     def plans(self, logical_cpus: int) -> list[Plan]:
-        return [Plan("cpu", threads=t) for t in thread_counts(logical_cpus)]
+        """Eager plans first (1 thread .. all), then the same thread counts compiled."""
+        counts = thread_counts(logical_cpus)
+        return [Plan("cpu", threads=t) for t in counts] + [Plan("cpu", threads=t, mode=COMPILED) for t in counts]
+
+    def supports_plan(self, profile: Any, plan: Plan) -> Availability:
+        if plan.mode == COMPILED:
+            return compile_availability()
+        return self.supports(profile)
 
     def device(self, plan: Plan):  # type: ignore[no-untyped-def]
         import torch
@@ -41,3 +55,8 @@ class CpuBackend(Backend):
 
         if plan.threads:
             torch.set_num_threads(plan.threads)
+
+    def adapt_job(self, model: "torch.nn.Module", inputs: Any, plan: Plan) -> tuple["torch.nn.Module", Any]:
+        if plan.mode == COMPILED:
+            return compile_model(model), inputs
+        return model, inputs

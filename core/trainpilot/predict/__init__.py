@@ -11,6 +11,8 @@ Modules, one concept each:
   roofline     the cold prediction, adjusted for observed CPU load
   history      the SQLite run history (WAL, retries, damaged files set aside)
   learning     warm corrections and measured error from the history
+  drift        how far this machine's last runs strayed from their warm predictions
+  compile_cost what torch.compile costs and gives here, and a compiled plan's time
   confidence   P(chosen plan is fastest) from the margin and the measured error
   model        `CostModel`, the `Predictor` the agent uses
   auto         quick calibration the first time a machine is seen

@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from ..plans import Plan
+from .compile_cost import CompileCalibration
 from .features import COLUMNS
 
 FORMAT_VERSION = 2
 
 
 def plan_key(plan: Plan) -> str:
-    """Stable text key of a plan: cpu:2, cuda:cuda:0, mps:mps, ane:frozen-backbone."""
+    """Stable text key of a plan: cpu:2, cpu:2:compiled, cuda:cuda:0, mps:mps, ane:frozen-backbone."""
     if plan.backend == "cpu":
-        return f"cpu:{plan.threads or 0}"
+        return f"cpu:{plan.threads or 0}" + (f":{plan.mode}" if plan.mode else "")
     return f"{plan.backend}:{plan.device or plan.mode or ''}"
 
 
@@ -91,13 +92,19 @@ class Calibration:
     described: str | None = None  # the described machine's name; None when measured here
     notes: tuple[str, ...] = ()
     version: int = FORMAT_VERSION
+    # torch.compile's costs (`calibrate --compile`); None until measured. An optional key: files
+    # without it read as before, and a TrainPilot that does not know it ignores it.
+    compile: CompileCalibration | None = None
 
     @property
     def is_described(self) -> bool:
         return self.described is not None
 
     def for_plan(self, plan: Plan) -> PlanCalibration | None:
-        """The calibration of `plan`; for an unmeasured CPU thread count, the nearest measured one."""
+        """The calibration of `plan`; for an unmeasured CPU thread count, the nearest measured one.
+        A compiled CPU plan's is its eager plan's (what compiling changes is in `compile`)."""
+        if plan.backend == "cpu" and plan.mode:
+            plan = Plan("cpu", threads=plan.threads)
         found = self.plans.get(plan_key(plan))
         if found is not None or plan.backend != "cpu":
             if found is None and plan.backend in ("cuda", "mps"):
@@ -125,6 +132,7 @@ class Calibration:
             for key, p in self.plans.items()
         }
         data["notes"] = list(self.notes)
+        data["compile"] = self.compile.to_dict() if self.compile else None
         return data
 
     @classmethod
@@ -141,6 +149,7 @@ class Calibration:
             torch_version=str(data.get("torch_version", "")),
             described=data.get("described"),
             notes=tuple(data.get("notes", ())),
+            compile=CompileCalibration.from_dict(data["compile"]) if data.get("compile") else None,
         )
 
 

@@ -115,7 +115,7 @@ def plan_match(a: Plan, b: Plan) -> float:
     if a.backend != b.backend:
         return 0.0
     if a.backend == "cpu":
-        return 1.0 if a.threads == b.threads else 0.0
+        return 1.0 if (a.threads, a.mode) == (b.threads, b.mode) else 0.0
     return 1.0 if (a.device, a.mode) == (b.device, b.mode) else 0.7
 
 

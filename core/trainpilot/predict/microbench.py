@@ -60,6 +60,9 @@ FULL_SUITE: tuple[BenchSpec, ...] = (
 # Quick mode (first sight of a machine): fewer points, still every kind at a low and a high
 # arithmetic intensity, and more points than coefficients.
 QUICK_SUITE: tuple[BenchSpec, ...] = tuple(FULL_SUITE[i] for i in (0, 3, 5, 7, 8, 9, 11, 12, 13, 15, 16))
+# torch.compile (compile_cost.py): two networks of each compiled kind, at a small and a large step,
+# so both the ratio and the fixed overhead of a compiled step can be told apart; one recurrent one.
+COMPILE_SUITE: tuple[BenchSpec, ...] = tuple(FULL_SUITE[i] for i in (3, 7, 9, 11, 14))
 
 
 def build_bench_model(spec: BenchSpec) -> "torch.nn.Module":
@@ -116,73 +119,86 @@ def bench_features(spec: BenchSpec) -> "WorkFeatures":
     return features_of(profile)
 
 
+class BenchTrainer:
+    """A benchmark network and its optimizer, stepped exactly the way `Trainer.train_step` steps
+    (numpy batch -> tensor, Adam, cross-entropy, accuracy count). `run` is what trains: the model
+    itself, or a compiled wrapper around it (compile_cost.py)."""
+
+    def __init__(self, spec: BenchSpec, device: str = "cpu", sync: Callable[[], None] | None = None,
+                 wrap: Callable[["torch.nn.Module"], "torch.nn.Module"] | None = None):
+        import numpy as np
+        import torch
+
+        torch.manual_seed(0)
+        self.spec, self.dev = spec, torch.device(device)
+        self.model = build_bench_model(spec).to(self.dev)
+        self.run = wrap(self.model) if wrap else self.model
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.rng = np.random.default_rng(0)
+        self.pool = 4 * spec.batch
+        self.X = self.rng.standard_normal((self.pool, *spec.input_shape), dtype=np.float32)
+        self.y = self.rng.integers(0, 10, self.pool)
+        self.sync = sync or (lambda: None)
+
+    def step(self, batch: int | None = None) -> None:
+        import numpy as np
+        import torch
+
+        idx = self.rng.permutation(self.pool)[: batch or self.spec.batch]
+        x = torch.as_tensor(np.asarray(self.X[idx]), dtype=torch.float32).to(self.dev)
+        t = torch.as_tensor(self.y[idx]).to(self.dev)
+        self.run.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.run(x)
+        loss = self.loss_fn(logits, t)
+        loss.backward()
+        self.optimizer.step()
+        int((logits.argmax(dim=1) == t).sum())  # the trainer's accuracy count (and a device sync)
+        float(loss.detach())
+
+    def timed(self, steps: int = 1, batch: int | None = None) -> float:
+        """Seconds per step over `steps` steps (device work included)."""
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.step(batch)
+        self.sync()
+        return (time.perf_counter() - start) / steps
+
+
+def steady_step_s(bench: BenchTrainer, min_seconds: float) -> float:
+    """Seconds per steady step: the mean of several blocks of steps without the slowest block, so
+    one hiccup from another process does not move it, while the regular stalls of a contended
+    core (which a real run pays too) still count. Stops at a hard wall-clock cap, so a machine
+    busier than expected slows calibration down by a bounded amount instead of without end."""
+    one = max(bench.timed(), 1e-5)
+    cap = 4 * min_seconds
+    if one > cap:  # a step longer than the whole budget: that step is the measurement
+        return one
+    per_block = max(1, int(min_seconds / 5 / one))
+    blocks: list[float] = []
+    spent = 0.0
+    while len(blocks) < 2 or (spent < min_seconds and len(blocks) < 12) or (len(blocks) < 3 and spent < cap):
+        blocks.append(bench.timed(per_block))
+        spent += blocks[-1] * per_block
+        if spent > cap:
+            break
+    return statistics.fmean(sorted(blocks)[:-1]) if len(blocks) > 2 else statistics.fmean(blocks)
+
+
 def time_training_steps(spec: BenchSpec, threads: int | None, min_seconds: float, device: str = "cpu",
                         sync: Callable[[], None] | None = None) -> tuple[float, float]:
     """Train the benchmark network; return (seconds per steady step, extra seconds of the first step).
-
-    The steady figure is the mean of several blocks of steps without the slowest block: one
-    hiccup from another process does not move it, while the regular stalls of a contended core
-    (which a real run pays too) still count. `threads` is set for the measurement and restored after.
-    """
-    import numpy as np
+    `threads` is set for the measurement and restored after."""
     import torch
 
     previous = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        torch.manual_seed(0)
-        dev = torch.device(device)
-        model = build_bench_model(spec).to(dev)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        loss_fn = torch.nn.CrossEntropyLoss()
-        rng = np.random.default_rng(0)
-        pool = 4 * spec.batch
-        X = rng.standard_normal((pool, *spec.input_shape), dtype=np.float32)
-        y = rng.integers(0, 10, pool)
-        sync = sync or (lambda: None)
-
-        def step(i: int) -> None:
-            idx = rng.permutation(pool)[: spec.batch]
-            x = torch.as_tensor(np.asarray(X[idx]), dtype=torch.float32).to(dev)
-            t = torch.as_tensor(y[idx]).to(dev)
-            model.train()
-            optimizer.zero_grad(set_to_none=True)
-            logits = model(x)
-            loss = loss_fn(logits, t)
-            loss.backward()
-            optimizer.step()
-            int((logits.argmax(dim=1) == t).sum())  # the trainer's accuracy count (and a device sync)
-            float(loss.detach())
-
-        start = time.perf_counter()
-        step(0)
-        sync()
-        first = time.perf_counter() - start
-        # Size blocks from one timed step so that each block lasts ~1/5 of the budget; stop at a
-        # hard wall-clock cap, so a machine that is busier than expected slows calibration down
-        # by a bounded amount instead of without end.
-        start = time.perf_counter()
-        step(1)
-        sync()
-        one = max(time.perf_counter() - start, 1e-5)
-        cap = 4 * min_seconds
-        if one > cap:  # a step longer than the whole budget: that step is the measurement
-            return one, max(first - one, 0.0)
-        per_block = max(1, int(min_seconds / 5 / one))
-        blocks: list[float] = []
-        spent = 0.0
-        while len(blocks) < 2 or (spent < min_seconds and len(blocks) < 12) or (len(blocks) < 3 and spent < cap):
-            start = time.perf_counter()
-            for i in range(per_block):
-                step(i)
-            sync()
-            elapsed = time.perf_counter() - start
-            spent += elapsed
-            blocks.append(elapsed / per_block)
-            if spent > cap:
-                break
-        steady = statistics.fmean(sorted(blocks)[:-1]) if len(blocks) > 2 else statistics.fmean(blocks)
+        bench = BenchTrainer(spec, device, sync)
+        first = bench.timed()
+        steady = steady_step_s(bench, min_seconds)
         return steady, max(first - steady, 0.0)
     finally:
         torch.set_num_threads(previous)

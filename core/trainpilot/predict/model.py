@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -170,7 +171,35 @@ class CostModel:
             raise ValueError("a described machine cannot be measured; its calibration comes from its figures")
         from .calibrate import run_calibration
 
-        calibration = run_calibration(self.machine_id, self.logical_cpus, self.plans(), progress=progress, quick=quick, wait_budget_s=wait_budget_s)
+        measurable = [p for p in self.plans() if not (p.backend == "cpu" and p.mode)]  # a compiled plan's steps: calibrate_compile
+        calibration = run_calibration(self.machine_id, self.logical_cpus, measurable, progress=progress, quick=quick, wait_budget_s=wait_budget_s)
+        kept = self.calibration.compile if self.calibration is not None else None
+        if kept is not None and kept.torch_version == calibration.torch_version:
+            calibration = replace(calibration, compile=kept)  # torch.compile was measured separately; still valid
+        return self._store(calibration)
+
+    def calibrate_compile(self, progress: Callable[[float, str], None] | None = None, specs: Any = None) -> Calibration:
+        """Measure what torch.compile costs and gives here (about a minute on 2 cores; see
+        compile_cost.py) and add it to this machine's calibration, measuring that first if needed.
+        `specs`: the networks to compile (default microbench.COMPILE_SUITE)."""
+        if self.is_described:
+            raise ValueError("a described machine cannot be measured; its calibration comes from its figures")
+        from ..backends.compiled import compile_availability
+        from .compile_cost import measure_compile
+
+        avail = compile_availability()
+        if not avail:
+            raise RuntimeError(f"torch.compile cannot run here: {avail.reason}")
+        say = progress or (lambda _f, _m: None)
+        start = 0.0
+        if self.calibration is None:  # the compiled plans' eager side first (quick: ~10 s)
+            self.calibrate(progress=lambda f, m: say(0.2 * f, m), quick=True)
+            start = 0.2
+        assert self.calibration is not None
+        measured = measure_compile(self.logical_cpus, specs, progress=lambda f, m: say(start + (1 - start) * f, m))
+        return self._store(replace(self.calibration, compile=measured))
+
+    def _store(self, calibration: Calibration) -> Calibration:
         if self.calibration_dir is not None:
             save_calibration(calibration, self.calibration_dir)
         self.calibration = calibration
@@ -222,11 +251,13 @@ class CostModel:
             return PlanPrediction(plan, None, excluded_reason=unsupported, source="roofline")
         roof = estimate(feats, plan, busy, self.calibration)
         if roof is None:
-            why = (
-                f"the described machine's figures cannot predict {plan.label} (Core ML picks its device)"
-                if self.is_described
-                else f"no calibration for {plan.label} on this machine (run `trainpilot headless calibrate`)"
-            )
+            if self.is_described:
+                why = f"the described machine's figures cannot predict {plan.label} (Core ML picks its device)"
+            elif plan.backend == "cpu" and plan.mode:
+                why = "what torch.compile costs here is not measured yet (`trainpilot headless calibrate --compile`, about a minute)"
+            else:
+                why = f"no calibration for {plan.label} on this machine (run `trainpilot headless calibrate`)"
+
             return PlanPrediction(plan, None, excluded_reason=why, source="roofline")
         memory_reason = self._memory_exclusion(feats, plan)
         if memory_reason:
@@ -240,7 +271,8 @@ class CostModel:
         run_s = roof.run_s * corr.factor * shift.factor
         source = "history" if corr.spoke else "roofline"
         detail: dict[str, Any] = {
-            "per_epoch_s": (run_s - roof.breakdown.get("warmup", 0.0) * corr.factor * shift.factor) / feats.epochs,
+            # a fresh model's first-step warm-up, or compiling, happens once per run, not per epoch
+            "per_epoch_s": (run_s - (roof.breakdown.get("warmup", 0.0) + roof.breakdown.get("compile", 0.0)) * corr.factor * shift.factor) / feats.epochs,
             "roofline_s": roof.run_s,
             "correction": corr.factor,
             "drift": {"factor": round(shift.factor, 4), "recent_runs": shift.runs, "weight": round(shift.weight, 2)},
@@ -297,10 +329,10 @@ class CostModel:
     def explain(prediction: PlanPrediction) -> str:
         """Where a prediction came from, in the words the trace shows."""
         shift = prediction.detail.get("drift", {})
-        recent = (
-            f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran"
-            if shift.get("recent_runs") and abs(shift.get("factor", 1.0) - 1.0) >= 0.01 else ""
-        )
+        compiling = prediction.detail.get("breakdown_s", {}).get("compile")
+        compiled = f"; compiling takes ~{compiling:.1f}s of it" if compiling else ""
+        drifted = shift.get("recent_runs") and abs(shift.get("factor", 1.0) - 1.0) >= 0.01
+        recent = compiled + (f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran" if drifted else "")
         if prediction.source != "history":
             if prediction.source != "roofline":
                 return prediction.source

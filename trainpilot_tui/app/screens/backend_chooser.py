@@ -1,5 +1,5 @@
 """The override dialog: every plan the agent considered with its predicted time; plans that cannot
-run here are listed but disabled, with the reason. Picking one returns (backend, threads)."""
+run here are listed but disabled, with the reason. Picking one returns (backend, threads, mode)."""
 from __future__ import annotations
 
 from textual.app import ComposeResult
@@ -15,7 +15,7 @@ from trainpilot.plans import Plan
 from .. import format as fmt
 from ..plan_book import PlanOption
 
-Choice = tuple[str, "int | None"]
+Choice = tuple[str, "int | None", "str | None"]
 
 
 def option_prompt(option: PlanOption, current: Plan | None, key: str | None, width: int) -> Content:
@@ -61,7 +61,7 @@ class BackendChooser(ModalScreen[Choice | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         option = self.options[int(event.option.id or 0)]
-        self.dismiss((option.plan.backend, option.plan.threads))
+        self.dismiss((option.plan.backend, option.plan.threads, option.plan.mode))
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
