@@ -254,7 +254,7 @@ class CostModel:
             if self.is_described:
                 why = f"the described machine's figures cannot predict {plan.label} (Core ML picks its device)"
             elif plan.backend == "cpu" and plan.mode:
-                why = "what torch.compile costs here is not measured yet (`trainpilot headless calibrate --compile`, about a minute)"
+                why = "torch.compile not measured here yet (`trainpilot headless calibrate --compile`)"
             else:
                 why = f"no calibration for {plan.label} on this machine (run `trainpilot headless calibrate`)"
 
