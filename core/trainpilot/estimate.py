@@ -87,7 +87,7 @@ class FirstEstimate:
     def predict(self, profile: "WorkloadProfile", plan: Plan, load: "UtilizationSample") -> PlanPrediction:
         if plan.backend != "cpu":
             return PlanPrediction(plan, None, source="estimate", detail={"note": "no measured throughput for this device yet"})
-        if plan.mode:  # compiling's cost is only known to the calibrated cost model
+        if plan.is_compiled:  # compiling's cost is only known to the calibrated cost model
             return PlanPrediction(plan, None, excluded_reason="torch.compile plans need the calibrated cost model (`trainpilot headless calibrate --compile`)", source="estimate")
         threads = plan.threads or self.logical_cpus
         flops = self.throughput(threads)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+COMPILED = "compiled"  # Plan.mode of a CPU plan that trains through torch.compile (backends/compiled.py)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -16,6 +18,14 @@ class Plan:
     def is_eager_cpu(self) -> bool:
         """PyTorch on the host as written: the plan every other one falls back to when it fails."""
         return self.backend == "cpu" and self.mode is None
+
+    @property
+    def is_compiled(self) -> bool:
+        return self.backend == "cpu" and self.mode == COMPILED
+
+    def as_eager(self) -> "Plan":
+        """The same CPU plan without torch.compile: what a compiled plan's steps start from."""
+        return Plan("cpu", threads=self.threads)
 
     @property
     def label(self) -> str:

@@ -21,8 +21,7 @@ from typing import Any, Generator, Iterator
 from . import events as ev
 from . import resume
 from .errors import CheckpointError, TrainingDiverged, TrainPilotError
-from .backends.compiled import COMPILED
-from .plans import Availability, Plan, PlanPrediction
+from .plans import COMPILED, Availability, Plan, PlanPrediction
 from .resources import check_memory
 from .resume import describe_exception
 from .units import seconds as fmt_s

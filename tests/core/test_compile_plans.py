@@ -11,7 +11,7 @@ import torch
 
 from trainpilot.backends import get_backend
 from trainpilot.backends.compiled import COMPILED, compile_availability
-from trainpilot.plans import Plan
+from trainpilot.plans import Availability, Plan
 from trainpilot.predict.compile_cost import CompileCalibration, CompileSample, fit_compile, measure_compile
 from trainpilot.predict.microbench import BenchSpec
 from trainpilot.session import SessionConfig, run_session
@@ -83,7 +83,7 @@ def test_a_compiled_plan_that_fails_falls_back_to_eager_cpu(tmp_path: Path, monk
             raise RuntimeError("backend='inductor' raised: CppCompileError: C++ compile error")
 
     monkeypatch.setattr(cpu, "compile_model", Uncompilable)
-    monkeypatch.setattr(cpu, "compile_availability", lambda: __import__("trainpilot.plans", fromlist=["Availability"]).Availability(True))
+    monkeypatch.setattr(cpu, "compile_availability", lambda: Availability(True))
     data = _dataset(tmp_path)
     result, _ = run_session(_config(data, compile=True))
     assert result["status"] == "success"

@@ -1,12 +1,12 @@
 """torch.compile as a CPU plan setting ("cpu (2 threads, compiled)").
 
 Compiling trades a one-off cost (inductor generates and builds C++ for the forward and backward
-graphs: 3-12 s per graph for the small networks measured on the 2-core machine this was built on)
+graphs: 3-11 s per graph for the small networks measured on the 2-core machine this was built on)
 for a possibly faster step. Whether it pays depends on the machine, the model and how long the run
 is, so it is a plan like any other: the cost model predicts it once `trainpilot headless calibrate
 --compile` has measured both sides (predict/compile_cost.py), and the agent picks it only where
-the prediction says it wins. On that 2-core machine it never did: compiled steps were 1.1-2.2x
-slower than eager ones, before the compile time.
+the prediction says it wins. On that 2-core machine it never did: compiled steps took 0.8-1.7x
+the eager time, and compiling 13-25 s (benchmarks/compile_pays.py).
 
 `dynamic=False`: the last, smaller batch of an epoch gets its own static graph (one recompile,
 which the cost model counts) instead of turning every step into dynamic-shape code.
@@ -20,12 +20,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..plans import Availability
+from ..plans import COMPILED, Availability
 
 if TYPE_CHECKING:
     import torch
 
-COMPILED = "compiled"  # Plan.mode of a torch.compile plan
+__all__ = ["COMPILED", "compile_availability", "compile_model"]
 _COMPILERS = ("g++", "c++", "clang++")
 
 

@@ -41,7 +41,7 @@ class CpuBackend(Backend):
         return [Plan("cpu", threads=t) for t in counts] + [Plan("cpu", threads=t, mode=COMPILED) for t in counts]
 
     def supports_plan(self, profile: Any, plan: Plan) -> Availability:
-        if plan.mode == COMPILED:
+        if plan.is_compiled:
             return compile_availability()
         return self.supports(profile)
 
@@ -57,6 +57,6 @@ class CpuBackend(Backend):
             torch.set_num_threads(plan.threads)
 
     def adapt_job(self, model: "torch.nn.Module", inputs: Any, plan: Plan) -> tuple["torch.nn.Module", Any]:
-        if plan.mode == COMPILED:
+        if plan.is_compiled:
             return compile_model(model), inputs
         return model, inputs

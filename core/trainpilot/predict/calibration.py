@@ -103,8 +103,8 @@ class Calibration:
     def for_plan(self, plan: Plan) -> PlanCalibration | None:
         """The calibration of `plan`; for an unmeasured CPU thread count, the nearest measured one.
         A compiled CPU plan's is its eager plan's (what compiling changes is in `compile`)."""
-        if plan.backend == "cpu" and plan.mode:
-            plan = Plan("cpu", threads=plan.threads)
+        if plan.is_compiled:
+            plan = plan.as_eager()
         found = self.plans.get(plan_key(plan))
         if found is not None or plan.backend != "cpu":
             if found is None and plan.backend in ("cuda", "mps"):

@@ -171,7 +171,7 @@ class CostModel:
             raise ValueError("a described machine cannot be measured; its calibration comes from its figures")
         from .calibrate import run_calibration
 
-        measurable = [p for p in self.plans() if not (p.backend == "cpu" and p.mode)]  # a compiled plan's steps: calibrate_compile
+        measurable = [p for p in self.plans() if not p.is_compiled]  # compiling is calibrate_compile's
         calibration = run_calibration(self.machine_id, self.logical_cpus, measurable, progress=progress, quick=quick, wait_budget_s=wait_budget_s)
         kept = self.calibration.compile if self.calibration is not None else None
         if kept is not None and kept.torch_version == calibration.torch_version:
@@ -253,11 +253,10 @@ class CostModel:
         if roof is None:
             if self.is_described:
                 why = f"the described machine's figures cannot predict {plan.label} (Core ML picks its device)"
-            elif plan.backend == "cpu" and plan.mode:
+            elif plan.is_compiled:
                 why = "torch.compile not measured here yet (`trainpilot headless calibrate --compile`)"
             else:
                 why = f"no calibration for {plan.label} on this machine (run `trainpilot headless calibrate`)"
-
             return PlanPrediction(plan, None, excluded_reason=why, source="roofline")
         memory_reason = self._memory_exclusion(feats, plan)
         if memory_reason:
@@ -330,17 +329,17 @@ class CostModel:
         """Where a prediction came from, in the words the trace shows."""
         shift = prediction.detail.get("drift", {})
         compiling = prediction.detail.get("breakdown_s", {}).get("compile")
-        compiled = f"; compiling takes ~{compiling:.1f}s of it" if compiling else ""
         drifted = shift.get("recent_runs") and abs(shift.get("factor", 1.0) - 1.0) >= 0.01
-        recent = compiled + (f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran" if drifted else "")
+        notes = (f"; compiling takes ~{compiling:.1f}s of it" if compiling else "") + (
+            f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran" if drifted else "")
         if prediction.source != "history":
             if prediction.source != "roofline":
                 return prediction.source
-            return "roofline: calibration only, no comparable runs yet" + recent
+            return "roofline: calibration only, no comparable runs yet" + notes
         runs = prediction.detail.get("history_runs", {})
         return (
             f"history: {runs.get('same_workload', 0)} run(s) of this workload, {runs.get('similar', 0)} similar;"
-            f" x{prediction.detail.get('correction', 1.0):.2f} on the roofline{recent}"
+            f" x{prediction.detail.get('correction', 1.0):.2f} on the roofline{notes}"
         )
 
     def decide(
@@ -427,8 +426,6 @@ class CostModel:
             )
             rid = self.history.add(rec)
             if self._observations is not None and self.calibration is not None:
-                from dataclasses import replace
-
                 new = observe([replace(rec, id=rid)], self.calibration)
                 if new:
                     # its miss against the drift-free warm prediction, before it joins the history

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..backends.compiled import COMPILED
 from ..plans import Plan
 from .calibration import Calibration, PlanCalibration, StateRates
 from .features import COLUMNS, WorkFeatures
@@ -96,7 +95,7 @@ def _terms(row: list[float], rates: StateRates) -> dict[str, float]:
 
 def estimate(features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration) -> RooflineEstimate | None:
     """Whole-run seconds for `plan`, or None when calibration has nothing for its backend."""
-    if plan.backend == "cpu" and plan.mode == COMPILED:
+    if plan.is_compiled:
         return _compiled_estimate(features, plan, busy_cores, calibration)
     cal = calibration.for_plan(plan)
     if cal is None:
@@ -130,16 +129,15 @@ def _compiled_estimate(features: WorkFeatures, plan: Plan, busy_cores: float, ca
     """A torch.compile plan: the eager plan's steps made compiled steps, plus the compile itself
     (compile_cost.py) in place of the eager first-step warm-up. None until compiling was measured."""
     cc = calibration.compile
-    eager = estimate(features, Plan("cpu", threads=plan.threads), busy_cores, calibration) if cc is not None else None
+    eager = estimate(features, plan.as_eager(), busy_cores, calibration) if cc is not None else None
     if cc is None or eager is None:
         return None
-    steps = features.steps * features.epochs
     step_s = cc.step_s(features, eager.step_s)
     epoch_s = cc.step_s(features, eager.per_epoch_s / features.steps) * features.steps
     compile_s = cc.compile_s(features)
     terms = {k: v * epoch_s / max(eager.per_epoch_s, 1e-12) for k, v in eager.breakdown.items() if k != "warmup"}
     terms.update(warmup=0.0, compile=compile_s)
-    return RooflineEstimate(features.epochs * epoch_s + compile_s, epoch_s, step_s if steps else 0.0, terms,
+    return RooflineEstimate(features.epochs * epoch_s + compile_s, epoch_s, step_s, terms,
                             eager.busy_weight, eager.extra_factor, eager.fit_error)
 
 
