@@ -51,6 +51,7 @@ class Trainer:
         self._inputs: Any = train.X
         self._order: np.ndarray | None = None
         self._order_epoch = -1
+        self._in_train_mode = False  # self.model's modules are in train mode (evaluation and plan switches clear it)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -69,6 +70,7 @@ class Trainer:
         move_optimizer_state(self.optimizer, device)
         self.model, self._inputs = backend.adapt_job(self.full_model, self.train_set.X, plan)
         self.device, self.plan = device, plan
+        self._in_train_mode = False
 
     def synchronize(self) -> None:
         if self.plan is not None:
@@ -93,7 +95,9 @@ class Trainer:
         idx = order[step * self.batch_size : (step + 1) * self.batch_size]
         x = self._batch(self._inputs, idx).to(self.device, non_blocking=True)
         y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
-        self.model.train()
+        if not self._in_train_mode:  # train() walks every module: once per epoch, not at every step
+            self.model.train()
+            self._in_train_mode = True
         self.optimizer.zero_grad(set_to_none=True)
         logits = self.model(x)
         loss = self.loss_fn(logits, y)
@@ -112,6 +116,7 @@ class Trainer:
             return None
         model = self.full_model
         model.eval()
+        self._in_train_mode = False
         correct = 0
         for start in range(0, len(data), 512):
             idx = np.arange(start, min(start + 512, len(data)))
@@ -147,6 +152,7 @@ class Trainer:
         self.plan, self.device = None, torch.device("cpu")
         self.full_model.load_state_dict(_clone(state["model_state"]), assign=True)
         self.model, self._inputs = self.full_model, self.train_set.X
+        self._in_train_mode = False
         self.optimizer = type(self.optimizer)(self.full_model.parameters(), **self.optimizer.defaults)
         self.optimizer.load_state_dict(_clone(state["optimizer_state"]))
         if isinstance(state.get("torch_rng"), torch.Tensor):
