@@ -101,7 +101,6 @@ class HardwareOrchestrator:
         self.last_plan: Plan | None = None
         self.last_decision: Decision | None = None
         self.objective = check_objective(objective)  # time | energy | edp (energy/objective.py)
-        self._power: Any = None  # energy.PlanPower, built on the first plan()
 
     # ---------------------------------------------------------------- trace
 
@@ -248,10 +247,9 @@ class HardwareOrchestrator:
         return PlanningResult(tuple(predictions), decision, tuple(self.trace[steps_before:]), time.perf_counter() - start)
 
     def power(self) -> Any:
-        """Predicted power per plan (energy/plan_power.py), from the predictor's history or figures."""
-        if self._power is None:
-            self._power = power_for(self.predictor, self.hardware.logical_cpus, self.hardware.machine_id)
-        return self._power
+        """Predicted power per plan (energy/plan_power.py), from the predictor's runs or figures;
+        built at each plan(), so the runs finished since count."""
+        return power_for(self.predictor, self.hardware.logical_cpus, self.hardware.machine_id)
 
 
 def _as_profile(profile: "dict[str, Any] | WorkloadProfile") -> "WorkloadProfile":

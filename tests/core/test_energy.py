@@ -239,3 +239,45 @@ def test_energy_text_and_sum() -> None:
     assert total.joules == 3.0 and total.estimated
     assert Energy.recorded(5.0, "measured: NVML energy counter").text == "5.00 J"
     assert Energy(None, "nothing to read").text == "n/a: nothing to read"
+
+
+# ---------------------------------------------------------------- the agent's hook
+
+class FastestFirst:
+    """A calibrated-style predictor for the agent: FirstEstimate's times, decided by time."""
+
+    policy = "cost-model"
+
+    def __init__(self) -> None:
+        from trainpilot.estimate import FirstEstimate
+
+        self.inner = FirstEstimate(2, throughput=lambda threads: 5e9 * (1 + 0.8 * (threads - 1)))  # 2 threads 1.8x one
+
+    def predict(self, profile, plan, load):
+        return self.inner.predict(profile, plan, load)
+
+    def decide(self, profile, predictions, load, hardware):
+        best = min((p for p in predictions if p.predicted_s is not None), key=lambda p: p.predicted_s)
+        return Decision(best.plan, best.predicted_s, 0.7, ("fastest",), 0.1, policy="cost-model")
+
+    def record(self, *args, **kwargs):
+        pass
+
+
+@pytest.mark.parametrize("objective, threads", [("time", 2), ("energy", 1)])
+def test_agent_trace_shows_both_figures_and_chooses_by_objective(objective: str, threads: int) -> None:
+    from trainpilot.agent import HardwareOrchestrator, load_from_state
+    from trainpilot.hardware import HardwareInfo
+    from trainpilot.plans import Availability
+    from trainpilot.workload import build_model, profile_model
+
+    hardware = HardwareInfo("test", "Linux", "x86_64", "test cpu", 2, 2, 8 << 30, {
+        "cpu": Availability(True), "ane": Availability(False, "not Apple Silicon"), "mps": Availability(False, "not macOS"),
+        "cuda": Availability(False, "no CUDA device found")})
+    profile = profile_model(build_model("mlp", (1, 28, 28), 10), (1, 28, 28), 10, 500, name="mlp", batch_size=64, epochs=1)
+    agent = HardwareOrchestrator(predictor=FastestFirst(), hardware=hardware, objective=objective)
+    result = agent.plan(profile, load_from_state({"cpu_utilization": 0.0}, 2))
+    per_plan = [s.text for s in result.steps if s.text.startswith("cpu (") and "predicted" in s.text]
+    assert len(per_plan) == 2 and all(" J est. (" in t for t in per_plan)  # time and joules for every plan
+    assert result.decision.plan.threads == threads  # 1 thread: 1/1.8 the speed at half the power
+    assert f"objective {objective}" in result.steps[-1].text

@@ -33,9 +33,13 @@ class PlanPower:
 
     @classmethod
     def for_machine(cls, history: Any = None, machine_id: str | None = None, logical_cpus: int = 1,
-                    figures: PowerFigures | None = None) -> "PlanPower":
+                    figures: PowerFigures | None = None, records: Any = None) -> "PlanPower":
+        """`records`: runs already read (the cost model's), else read from `history`."""
         power = cls(figures or machine_figures(), logical_cpus)
-        if history is not None:
+        if records is not None:
+            for rec in records:
+                power.learn(rec.plan, getattr(rec, "energy_j", None), getattr(rec, "energy_source", None), rec.actual_s)
+        elif history is not None:
             try:
                 records = history.records(machine_id, limit=HISTORY_LIMIT)
             except Exception:  # noqa: BLE001 - an unreadable history leaves the figures' estimate
@@ -93,4 +97,10 @@ def power_for(predictor: Any, logical_cpus: int, machine_id: str | None = None) 
     described = getattr(predictor, "described", None)
     if described is not None:
         return PlanPower.for_target(described)
-    return PlanPower.for_machine(getattr(predictor, "history", None), machine_id or getattr(predictor, "machine_id", None), logical_cpus)
+    records = None
+    if getattr(predictor, "is_calibrated", False) and callable(getattr(predictor, "observations", None)):
+        # The runs the cost model has in memory already (its own runs join them as they finish):
+        # no second read of the history while the agent thinks.
+        records = [o.record for o in predictor.observations()]
+    return PlanPower.for_machine(getattr(predictor, "history", None), machine_id or getattr(predictor, "machine_id", None), logical_cpus,
+                                 records=records)
