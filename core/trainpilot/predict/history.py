@@ -55,12 +55,13 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (machine_id, footprint, backend, threads);
 """
-
-# Columns added after schema 1, each with a default so older rows and older writers stay valid.
-# They are added on every open (PRAGMA table_info + ALTER TABLE ADD COLUMN) rather than by a
-# version bump: an older TrainPilot reads rows by column name and names its columns when it
-# inserts, so it keeps working on a file that has them (a bump would make it set the file aside).
+# Columns added after schema 1, each with ALTER TABLE ADD COLUMN when a database lacks it (on
+# every open, not by a version bump), so an older file keeps working (its runs read back with
+# NULL or the default there) and an older TrainPilot still reads and writes a newer file (it
+# selects and inserts the columns it knows by name; a bump would make it set the file aside).
 ADDED_COLUMNS = {
+    "energy_j": "REAL",  # joules of the run's training steps (energy/meter.py)
+    "energy_source": "TEXT",  # "measured: RAPL package", "est.: ...": never a figure without it
     "pid": "INTEGER",  # the process that runs it (lifecycle rows only)
     "host": "TEXT",  # where that process runs: liveness can only be checked there
     "process_started_at": "REAL",  # the process's create time: a reused pid is another process
@@ -86,6 +87,8 @@ class RunRecord:
     epochs: int  # planned
     epochs_done: int
     id: int | None = None
+    energy_j: float | None = None
+    energy_source: str | None = None
     pid: int | None = None
     host: str | None = None
     process_started_at: float | None = None
@@ -124,6 +127,8 @@ class RunRecord:
             "epochs_done": self.epochs_done,
             "dataset_size": self.profile.get("dataset_size"),
             "batch_size": self.profile.get("batch_size"),
+            "energy_j": self.energy_j,
+            "energy_source": self.energy_source,
             "pid": self.pid,
             "host": self.host,
             "started_at": self.started_at,
@@ -199,24 +204,7 @@ class History:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        self._ensure_columns(conn)
-
-    @staticmethod
-    def _ensure_columns(conn: sqlite3.Connection) -> None:
-        have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-        missing = [name for name in ADDED_COLUMNS if name not in have]
-        if not missing:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}  # another process may have added them
-            for name in missing:
-                if name not in have:
-                    conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {ADDED_COLUMNS[name]}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        _ensure_columns(conn)
 
     def _set_aside(self, why: str) -> None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -265,7 +253,7 @@ class History:
 
     _MEASURED = ("recorded_at", "machine_id", "footprint", "model", "params", "flops_per_sample", "dataset_size",
                  "batch_size", "profile_json", "backend", "threads", "device", "mode", "busy_cores", "cpu_percent",
-                 "predicted_s", "actual_s", "status", "epochs", "epochs_done")
+                 "predicted_s", "actual_s", "status", "epochs", "epochs_done", "energy_j", "energy_source")
 
     @staticmethod
     def _measured(record: RunRecord) -> tuple[Any, ...]:
@@ -291,6 +279,8 @@ class History:
             record.status,
             int(record.epochs),
             int(record.epochs_done),
+            record.energy_j,
+            record.energy_source,
         )
 
     def _write(self, sql: str, values: tuple[Any, ...]) -> int:
@@ -375,6 +365,20 @@ class _SetAside(Exception):
     pass
 
 
+def _ensure_columns(conn: sqlite3.Connection) -> None:
+    """ALTER TABLE ADD COLUMN for each added column this file lacks. Two processes may open an
+    old file at once: the one that loses the race finds the column there and moves on."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name, kind in ADDED_COLUMNS.items():
+        if name in have:
+            continue
+        try:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc).lower():
+                raise
+
+
 def _from_row(row: sqlite3.Row) -> RunRecord:
     try:
         profile = json.loads(row["profile_json"])
@@ -395,6 +399,8 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
         epochs=row["epochs"],
         epochs_done=row["epochs_done"],
         id=row["id"],
+        energy_j=row["energy_j"],
+        energy_source=row["energy_source"],
         pid=row["pid"],
         host=row["host"],
         process_started_at=row["process_started_at"],

@@ -399,11 +399,13 @@ class CostModel:
         run_id: str,
         status: str,
         epochs_done: int,
+        energy: Any = None,
         row_id: int | None = None,
     ) -> None:
-        """Store the run and learn from it; `row_id`: the history row written when the run started
-        (runlog.RunLog), which this finishes instead of adding a row. Never raises: a run must not
-        fail because its history could not be written."""
+        """Store the run and learn from it. Never raises: a run must not fail because its
+        history could not be written. `energy`: the run's `energy.Energy` (joules and source).
+        `row_id`: the history row written when the run started (runlog.RunLog), which this
+        finishes instead of adding a row."""
         if self.is_described:
             return  # this machine's timings say nothing about the described one
         try:
@@ -411,8 +413,12 @@ class CostModel:
                 return
             from ..runlog import run_record
 
-            rec = run_record(run_id=run_id, machine_id=self.machine_id, profile=profile, plan=plan, load=load,
-                             predicted_s=predicted_s, actual_s=actual_s, status=status, epochs_done=epochs_done)
+            rec = replace(
+                run_record(run_id=run_id, machine_id=self.machine_id, profile=profile, plan=plan, load=load,
+                           predicted_s=predicted_s, actual_s=actual_s, status=status, epochs_done=epochs_done),
+                energy_j=getattr(energy, "joules", None),
+                energy_source=getattr(energy, "source", None),
+            )
             if row_id is None:
                 rid = self.history.add(rec)
             else:
