@@ -99,6 +99,16 @@ def main() -> int:
         split = plans[2]
         print(f"{'':<24} agent chose {chosen.label}; fastest measured {fastest.label};"
               f" split measured {measured[split] / measured[fastest]:.2f}x the fastest's step")
+    # The multi-process alternative (torch.distributed, `run --nproc`): predicted here, measured by
+    # benchmarks/hetero.py. The loopback link is measured once (two gloo processes) and cached.
+    from trainpilot.hetero.ranks import RankSpec, choose_ranks_or_single
+
+    profile, _ = profile_job(CASES[0][0], data, epochs=1, batch_size=CASES[0][1])
+    choice = choose_ranks_or_single(cost, profile, [RankSpec(), RankSpec()], measure_load(0.3))
+    link = choice.multi.link
+    print(f"loopback (gloo, measured): {link.bandwidth_bytes_per_s / 1e9:.2f} GB/s, {link.latency_s * 1e6:.0f} µs latency, ranks start in {link.startup_s:.1f} s")
+    for line in choice.reasoning:
+        print(f"  {line}")
     if errors:
         print(f"split step prediction error: mean {statistics.mean(errors):.0%}, max {max(errors):.0%} over {len(errors)} workloads")
     print(f"agent's choice was the fastest plan in {right}/{len(cases)} workloads")

@@ -110,3 +110,11 @@ def test_rank_prediction_refuses_what_it_cannot_predict(tmp_path: Path) -> None:
         predict_ranks(model, _profile("mlp"), [RankSpec(slowdown=0.0)], idle(), link=FAST_LINK)
     with pytest.raises(ValueError, match="summing"):
         predict_ranks(model, _profile("mlp"), [RankSpec(), RankSpec()], idle(), link=FAST_LINK, shares=(10, 10))
+
+
+def test_a_split_plans_power_is_its_workers_power() -> None:
+    from trainpilot.energy import PlanPower
+
+    power = PlanPower.for_machine(logical_cpus=2)
+    split, one = power.watts(TWO_CPU), power.watts(Plan("cpu", threads=1))
+    assert split.watts == pytest.approx(2 * one.watts) and split.estimated

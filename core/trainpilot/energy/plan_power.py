@@ -62,6 +62,10 @@ class PlanPower:
         runs = self.measured.get(_cpu_key(plan))
         if runs:
             return Watts(statistics.median(w for w, _s, _t in runs), f"measured: {runs[0][1]}, {len(runs)} run(s) of this plan", estimated=False)
+        if plan.workers:  # a split plan runs its workers at once (hetero/): their power adds up
+            parts = [self.watts(w) for w in plan.workers]
+            return Watts(sum(p.watts for p in parts), " + ".join(f"{w.label}: {p.source}" for w, p in zip(plan.workers, parts)),
+                         estimated=any(p.estimated for p in parts))
         threads = plan.threads or 1
         if plan.backend == "cpu":
             per_thread = [w / t for key, rows in self.measured.items() if key[0] == "cpu" for w, _s, t in rows if t]
