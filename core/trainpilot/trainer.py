@@ -52,6 +52,7 @@ class Trainer:
         self._order: np.ndarray | None = None
         self._order_epoch = -1
         self._in_train_mode = False  # self.model's modules are in train mode (evaluation and plan switches clear it)
+        self._runner: Any = None  # the plan's own forward+backward, when its backend has one
 
     @property
     def steps_per_epoch(self) -> int:
@@ -71,6 +72,11 @@ class Trainer:
         self.model, self._inputs = backend.adapt_job(self.full_model, self.train_set.X, plan)
         self.device, self.plan = device, plan
         self._in_train_mode = False
+        if self._runner is not None:
+            self._runner.close()
+        # a backend that runs the step itself (the split: several workers per batch) gives a runner
+        make_runner = getattr(backend, "step_runner", None)
+        self._runner = make_runner(self.model, plan) if make_runner is not None else None
 
     def synchronize(self) -> None:
         if self.plan is not None:
@@ -99,9 +105,12 @@ class Trainer:
             self.model.train()
             self._in_train_mode = True
         self.optimizer.zero_grad(set_to_none=True)
-        logits = self.model(x)
-        loss = self.loss_fn(logits, y)
-        loss.backward()
+        if self._runner is not None:
+            logits, loss = self._runner.forward_backward(self.model, self.loss_fn, x, y)
+        else:
+            logits = self.model(x)
+            loss = self.loss_fn(logits, y)
+            loss.backward()
         self.optimizer.step()
         correct = int((logits.argmax(dim=1) == y).sum())  # .item() syncs the device: timings stay honest
         return StepResult(epoch, step + 1, self.steps_per_epoch, float(loss.detach()), correct, len(idx), time.perf_counter() - start)
