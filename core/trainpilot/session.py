@@ -217,7 +217,6 @@ class TrainingSession:
         from .agent import HardwareOrchestrator, observe_hardware
         from .checkpoint import load_checkpoint
         from .data import resolve_dataset
-        from .monitor import measure_load
         from .paths import runs_dir
         from .trainer import Trainer, seed_everything
         from .workload import ModelSpec, build_model, profile_model
@@ -255,7 +254,7 @@ class TrainingSession:
         if cfg.objective != "time":
             agent.objective = cfg.objective
         self._orchestrator = agent
-        load = measure_load(0.3)
+        load = _observe_load()
         observation = observe_hardware(agent.hardware, load)
         step = agent.observe(observation, profile)
         yield ev.HardwareObserved(self.run_id, profile.to_dict(), observation, step.text)
@@ -699,6 +698,17 @@ def _takes_energy(record: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == "energy" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _observe_load() -> Any:
+    """The machine's load before deciding, with the part this process's own UI (the threads
+    beside this one) adds: the agent plans for the load the run will meet, itself included."""
+    from .monitor import measure_load
+    from .predict.contention import ExternalCpuMeter
+
+    with ExternalCpuMeter() as meter:
+        load = measure_load(0.3)
+    return replace(load, ui_cores=round(meter.result.ui_cores, 3))
 
 
 def _switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:

@@ -57,6 +57,7 @@ CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (machine_id, footprint, backe
 ADDED_COLUMNS = {
     "energy_j": "REAL",  # joules of the run's training steps (energy/meter.py)
     "energy_source": "TEXT",  # "measured: RAPL package", "est.: ...": never a figure without it
+    "ui_cores": "REAL",  # of busy_cores, what this process's own UI used (contention.ExternalCpuMeter)
 }
 
 
@@ -78,6 +79,7 @@ class RunRecord:
     id: int | None = None
     energy_j: float | None = None
     energy_source: str | None = None
+    ui_cores: float | None = None  # part of busy_cores: TrainPilot's own UI (None: recorded before it was measured)
 
     @property
     def model(self) -> str:
@@ -112,6 +114,7 @@ class RunRecord:
             "batch_size": self.profile.get("batch_size"),
             "energy_j": self.energy_j,
             "energy_source": self.energy_source,
+            "ui_cores": self.ui_cores,
         }
 
 
@@ -256,6 +259,7 @@ class History:
             int(record.epochs_done),
             record.energy_j,
             record.energy_source,
+            record.ui_cores,
         )
 
         def write() -> int:
@@ -264,8 +268,8 @@ class History:
                 cur = conn.execute(
                     "INSERT INTO runs (run_id, recorded_at, machine_id, footprint, model, params, flops_per_sample,"
                     " dataset_size, batch_size, profile_json, backend, threads, device, mode, busy_cores, cpu_percent,"
-                    " predicted_s, actual_s, status, epochs, epochs_done, energy_j, energy_source)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " predicted_s, actual_s, status, epochs, epochs_done, energy_j, energy_source, ui_cores)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     values,
                 )
                 return int(cur.lastrowid or 0)
@@ -347,4 +351,5 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
         id=row["id"],
         energy_j=row["energy_j"] if "energy_j" in row.keys() else None,
         energy_source=row["energy_source"] if "energy_source" in row.keys() else None,
+        ui_cores=row["ui_cores"] if "ui_cores" in row.keys() else None,
     )

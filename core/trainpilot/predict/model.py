@@ -426,6 +426,7 @@ class CostModel:
                 epochs_done=int(epochs_done),
                 energy_j=getattr(energy, "joules", None),
                 energy_source=getattr(energy, "source", None),
+                ui_cores=float(getattr(load, "ui_cores", 0.0) or 0.0),
             )
             rid = self.history.add(rec)
             if self._observations is not None and self.calibration is not None:
