@@ -226,7 +226,9 @@ class HardwareOrchestrator:
                         "think",
                         f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)}; {prediction.detail.get('energy_source')})",
                         data={"plan": plan.to_dict(), "predicted_s": prediction.predicted_s, "source": prediction.source,
-                              "energy_j": prediction.detail.get("energy_j"), "energy_source": prediction.detail.get("energy_source")},
+                              "energy_j": prediction.detail.get("energy_j"), "energy_source": prediction.detail.get("energy_source"),
+                              "predicted_low_s": (prediction.detail.get("interval") or {}).get("low_s"),
+                              "predicted_high_s": (prediction.detail.get("interval") or {}).get("high_s")},
                     )
             predictions.append(prediction)
         decision_state = dict(state)
