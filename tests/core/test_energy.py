@@ -281,3 +281,43 @@ def test_agent_trace_shows_both_figures_and_chooses_by_objective(objective: str,
     assert len(per_plan) == 2 and all(" J est. (" in t for t in per_plan)  # time and joules for every plan
     assert result.decision.plan.threads == threads  # 1 thread: 1/1.8 the speed at half the power
     assert f"objective {objective}" in result.steps[-1].text
+
+
+# ---------------------------------------------------------------- power measured by calibrate
+
+class SteadyCounter:
+    """A measured source drawing a steady 20 W: what a RAPL package reads under a steady load."""
+
+    estimated, poll_interval_s, source = False, 30.0, "measured: test counter"
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def read_j(self) -> float:
+        return 20.0 * (time.monotonic() - self.t0)
+
+    def close(self) -> None: ...
+
+
+def test_calibrate_measures_power_per_plan_and_the_agent_uses_it(tmp_path: Path) -> None:
+    from trainpilot.energy.power_calibration import load_power, measure_power, save_power
+
+    plans = [Plan("cpu", threads=1), Plan("cpu", threads=2), Plan("cpu", threads=2, mode="compiled")]
+    burned: list[Plan] = []
+    power, why = measure_power(plans, "box", seconds=0.1, meter_for=lambda plan: EnergyMeter([SteadyCounter()]),
+                               burn=lambda plan, s: (burned.append(plan), time.sleep(s)))
+    assert why == "" and power is not None and burned == plans[:2]  # compiled shares eager's draw
+    assert set(power.watts) == {"cpu:1", "cpu:2"} and all(w == pytest.approx(20.0, rel=0.2) for w in power.watts.values())
+    save_power(power, tmp_path)
+    model = PlanPower.for_machine(None, "box", 2, figures=PowerFigures(5.0, "est.: 5 W"), calibration_dir=tmp_path)
+    two = model.watts(Plan("cpu", threads=2, mode="compiled"))
+    assert not two.estimated and two.source == "measured: test counter, calibration" and two.watts == power.watts["cpu:2"]
+    assert load_power(tmp_path, "other machine") is None
+
+
+def test_calibrate_measures_nothing_where_energy_is_only_estimated() -> None:
+    from trainpilot.energy.power_calibration import measure_power
+
+    power, why = measure_power([Plan("cpu", threads=1)], "box", seconds=0.01,
+                               meter_for=lambda plan: open_meter(plan, powercap_root="/nonexistent", apple=None))
+    assert power is None and "nothing measures energy here" in why and "est.:" in why

@@ -207,16 +207,42 @@ def calibrate_command(
         title = "measuring torch.compile" if compile else "calibrating" + (" (quick)" if quick else "")
         with _progress_bar(title, quiet) as progress:
             calibration = model.calibrate_compile(progress=progress) if compile else model.calibrate(progress=progress, quick=quick)
+        power, no_power = (None, "") if compile else _calibrate_power(model, quiet)
     except OSError as exc:
         fail(f"cannot store the calibration: {exc.strerror or exc}")
     except RuntimeError as exc:  # torch.compile cannot run here (no compiler), or compiling failed
         fail(str(exc))
     if as_json:
-        print_json(calibration.to_dict())
+        data = calibration.to_dict()
+        if not compile:
+            data["power"] = power.to_dict() if power is not None else {"not_measured": no_power}
+        print_json(data)
         return
     _print_calibration(calibration, model)
+    if not compile:
+        _print_power(power, no_power)
     if calibration.compile is not None:
         _print_compile(calibration.compile)
+
+
+def _calibrate_power(model: Any, quiet: bool) -> tuple[Any, str]:
+    """Power per plan where RAPL/NVML measure it (energy/power_calibration.py); about a second a plan."""
+    from trainpilot.energy.power_calibration import calibrate_power
+
+    with _progress_bar("measuring power", quiet) as progress:
+        return calibrate_power(model, progress=progress)
+
+
+def _print_power(power: Any, why: str) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if power is None:
+        console.print(f"power per plan: not measured — {why}")
+        return
+    plans = ", ".join(f"{key} {watts:.1f} W" for key, watts in power.watts.items())
+    idle = f"; idle {power.idle_w:.1f} W" if power.idle_w is not None else ""
+    console.print(f"power per plan ({power.source}): {plans}{idle}")
 
 
 def _print_calibration(calibration: Any, model: Any) -> None:

@@ -1,8 +1,8 @@
 """Predicted power per plan, so the agent can predict each plan's energy beside its time.
 
-Where this machine measures energy (RAPL, NVML), its past runs calibrate the figure: the median
-of energy / time over the measured runs of that plan, else of another CPU plan's runs per thread,
-scaled to this plan's threads. Elsewhere (and for a described machine) the figure is the power
+Where this machine measures energy (RAPL, NVML), measurements calibrate the figure: the median of
+energy / time over the measured runs of that plan, else what `calibrate` measured for it
+(power_calibration.py), else another CPU plan's runs per thread, scaled to this plan's threads. Elsewhere (and for a described machine) the figure is the power
 figures' estimate: threads x watts per busy core, plus the accelerator's board power for a device
 plan, labelled est.
 """
@@ -30,12 +30,16 @@ class PlanPower:
     figures: PowerFigures
     logical_cpus: int = 1
     measured: dict[tuple[Any, ...], list[tuple[float, str, int | None]]] = field(default_factory=dict)  # key -> [(W, source, threads)]
+    calibrated: Any = None  # power_calibration.PowerCalibration of this machine, when measured
 
     @classmethod
     def for_machine(cls, history: Any = None, machine_id: str | None = None, logical_cpus: int = 1,
-                    figures: PowerFigures | None = None, records: Any = None) -> "PlanPower":
-        """`records`: runs already read (the cost model's), else read from `history`."""
-        power = cls(figures or machine_figures(), logical_cpus)
+                    figures: PowerFigures | None = None, records: Any = None, calibration_dir: Any = None) -> "PlanPower":
+        """`records`: runs already read (the cost model's), else read from `history`;
+        `calibration_dir`: where `calibrate` stored measured power per plan."""
+        from .power_calibration import load_power
+
+        power = cls(figures or machine_figures(), logical_cpus, calibrated=load_power(calibration_dir, machine_id))
         if records is not None:
             for rec in records:
                 power.learn(rec.plan, getattr(rec, "energy_j", None), getattr(rec, "energy_source", None), rec.actual_s)
@@ -62,6 +66,12 @@ class PlanPower:
         runs = self.measured.get(_cpu_key(plan))
         if runs:
             return Watts(statistics.median(w for w, _s, _t in runs), f"measured: {runs[0][1]}, {len(runs)} run(s) of this plan", estimated=False)
+        if self.calibrated is not None:
+            from .power_calibration import power_key
+
+            measured = self.calibrated.watts.get(power_key(plan))
+            if measured is not None:
+                return Watts(measured, f"{self.calibrated.source}, calibration", estimated=False)
         threads = plan.threads or 1
         if plan.backend == "cpu":
             per_thread = [w / t for key, rows in self.measured.items() if key[0] == "cpu" for w, _s, t in rows if t]
@@ -103,4 +113,4 @@ def power_for(predictor: Any, logical_cpus: int, machine_id: str | None = None) 
         # no second read of the history while the agent thinks.
         records = [o.record for o in predictor.observations()]
     return PlanPower.for_machine(getattr(predictor, "history", None), machine_id or getattr(predictor, "machine_id", None), logical_cpus,
-                                 records=records)
+                                 records=records, calibration_dir=getattr(predictor, "calibration_dir", None))
