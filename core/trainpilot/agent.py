@@ -198,6 +198,10 @@ class HardwareOrchestrator:
                 continue
             for plan in backend.plans(self.hardware.logical_cpus):
                 out.append((plan, backend.supports_plan(profile, plan)))
+        if backends is None or "split" in backends:  # one batch across several workers at once
+            from .backends.split import split_candidates
+
+            out.extend(split_candidates(self.backends, self.hardware.logical_cpus, profile, self.hardware.backends))
         return out
 
     def plan(self, profile: "WorkloadProfile", load: "UtilizationSample", hardware_state: dict[str, Any] | None = None) -> PlanningResult:

@@ -51,6 +51,7 @@ class Trainer:
         self._inputs: Any = train.X
         self._order: np.ndarray | None = None
         self._order_epoch = -1
+        self._runner: Any = None  # the plan's own forward+backward, when its backend has one
 
     @property
     def steps_per_epoch(self) -> int:
@@ -69,6 +70,11 @@ class Trainer:
         move_optimizer_state(self.optimizer, device)
         self.model, self._inputs = backend.adapt_job(self.full_model, self.train_set.X, plan)
         self.device, self.plan = device, plan
+        if self._runner is not None:
+            self._runner.close()
+        # a backend that runs the step itself (the split: several workers per batch) gives a runner
+        make_runner = getattr(backend, "step_runner", None)
+        self._runner = make_runner(self.model, plan) if make_runner is not None else None
 
     def synchronize(self) -> None:
         if self.plan is not None:
@@ -95,9 +101,12 @@ class Trainer:
         y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        logits = self.model(x)
-        loss = self.loss_fn(logits, y)
-        loss.backward()
+        if self._runner is not None:
+            logits, loss = self._runner.forward_backward(self.model, self.loss_fn, x, y)
+        else:
+            logits = self.model(x)
+            loss = self.loss_fn(logits, y)
+            loss.backward()
         self.optimizer.step()
         correct = int((logits.argmax(dim=1) == y).sum())  # .item() syncs the device: timings stay honest
         return StepResult(epoch, step + 1, self.steps_per_epoch, float(loss.detach()), correct, len(idx), time.perf_counter() - start)

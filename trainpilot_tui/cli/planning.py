@@ -63,6 +63,7 @@ def plan_command(
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Plan for a described machine instead of this one: a hardware profile (.toml, see profiles/)."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Predict a multi-machine run instead: a cluster file (.toml: nodes, ranks per node, link; see profiles/clusters/) — compute per rank plus the gradient all-reduce, against the best single node."),
     objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
     as_json: bool = typer.Option(False, "--json", help='Print {"chosen": ..., "plans": [...], "observation": ...} on stdout.'),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
@@ -85,6 +86,13 @@ def plan_command(
     from trainpilot.predict.planning import plan_job
 
     config: Any = {"name": model, "layers": layers} if layers else model
+    if cluster is not None:
+        if hardware is not None:
+            usage_error("--cluster names its machines itself; it does not go with --hardware")
+        from .cluster import cluster_command
+
+        cluster_command(cluster, config, dataset, epochs=epochs, batch_size=batch_size, as_json=as_json)
+        return
     try:
         with _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
             report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective)

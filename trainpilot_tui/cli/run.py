@@ -93,7 +93,7 @@ def run_command(
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
     lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, split and batch order (the CPU path is deterministic)."),
-    backend: str = typer.Option("auto", "--backend", help="auto (the agent decides), cpu, ane, mps or cuda. An unavailable backend falls back to the CPU with the reason."),
+    backend: str = typer.Option("auto", "--backend", help="auto (the agent decides), cpu, ane, mps, cuda, or split (each batch shared by several workers at once: two 1-thread CPU workers, or an accelerator and the CPU). An unavailable backend falls back to the CPU with the reason."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: the agent decides from the observed load)."),
     compile: bool = typer.Option(False, "--compile", help="Train the model through torch.compile on the CPU (compiling takes seconds to minutes first; the agent offers it by itself only where `calibrate --compile` measured that it pays)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),

@@ -66,6 +66,10 @@ class PlanPower:
         runs = self.measured.get(_cpu_key(plan))
         if runs:
             return Watts(statistics.median(w for w, _s, _t in runs), f"measured: {runs[0][1]}, {len(runs)} run(s) of this plan", estimated=False)
+        if plan.workers:  # a split plan runs its workers at once (hetero/): their power adds up
+            parts = [self.watts(w) for w in plan.workers]
+            return Watts(sum(p.watts for p in parts), " + ".join(f"{w.label}: {p.source}" for w, p in zip(plan.workers, parts)),
+                         estimated=any(p.estimated for p in parts))
         if self.calibrated is not None:
             from .power_calibration import power_key
 

@@ -285,6 +285,10 @@ class CostModel:
         if self.is_described:
             detail["note"] = DESCRIBED_MARK
             detail["machine"] = self.calibration.described
+        if plan.workers:  # a split plan: its shares and per-worker figures, for the trace
+            from ..hetero.split_cost import split_detail
+
+            detail["split"] = split_detail(feats, plan, busy, self.calibration)
         return PlanPrediction(plan, run_s, source=source, detail=detail)
 
     def _drift(self, busy: float) -> Drift:
@@ -330,7 +334,7 @@ class CostModel:
         shift = prediction.detail.get("drift", {})
         compiling = prediction.detail.get("breakdown_s", {}).get("compile")
         drifted = shift.get("recent_runs") and abs(shift.get("factor", 1.0) - 1.0) >= 0.01
-        notes = (f"; compiling takes ~{compiling:.1f}s of it" if compiling else "") + (
+        notes = (f"; compiling takes ~{compiling:.1f}s of it" if compiling else "") + prediction.detail.get("split", {}).get("note", "") + (
             f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran" if drifted else "")
         if prediction.source != "history":
             if prediction.source != "roofline":
@@ -386,6 +390,9 @@ class CostModel:
             f"confidence {confidence:.2f}: {'a ' + format(margin, '.0%') + ' margin' if margin is not None else 'a single plan'}"
             f" against a measured error of +-{sigma:.0%} for this kind of workload ({evidence:.0f} comparable past predictions)"
         )
+        from ..hetero.split_cost import why_not_split
+
+        lines.extend(why_not_split(timed, best))
         spoke = "history" if best.source == "history" else "roofline"
         lines.append(f"{spoke} spoke: choose {best.plan.label}, {best.predicted_s:.2f}s predicted")
         return Decision(best.plan, best.predicted_s, confidence, tuple(lines), margin, policy=self.policy)
