@@ -150,12 +150,13 @@ def history_command(
     all_machines: bool = typer.Option(False, "--all-machines", help="Include runs recorded on other machines."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as a JSON list on stdout."),
 ) -> None:
-    """List past runs with predicted vs actual time and the prediction error."""
+    """List runs (from their start: running, crashed ones with their resume command) with predicted vs actual time and the error."""
     if limit < 1:
         usage_error("--limit must be at least 1")
     from trainpilot.hardware import probe
     from trainpilot.paths import history_db_path
     from trainpilot.predict.history import History, HistoryUnavailable
+    from trainpilot.runlog import RESUMABLE, checkpoint_exists, effective_status, newest_attempts, resume_command
 
     try:
         history = History(history_db_path())
@@ -166,8 +167,11 @@ def history_command(
     stderr = stderr_console()
     for notice in history.notices:
         stderr.print(f"[yellow]note:[/] {notice}")
+    # A "running" row whose process is gone crashed; a run's newest attempt with a checkpoint can be resumed.
+    statuses = {r.id: effective_status(r) for r in runs}
+    resumable = {r.id for r in newest_attempts(runs) if statuses[r.id] in RESUMABLE and checkpoint_exists(r.run_id)}
     if as_json:
-        print_json([r.to_dict() for r in runs])
+        print_json([dict(r.to_dict(), status=statuses[r.id], resume_command=resume_command(r.run_id) if r.id in resumable else None) for r in runs])
         return
     if not runs:
         stderr.print(f"no runs recorded yet in {history.path}")
@@ -176,14 +180,23 @@ def history_command(
     from rich.table import Table
 
     table = Table(show_edge=False)
-    for column in ("run", "when", "model", "plan", "busy cores", "predicted", "actual", "error", "energy", "status"):
+    table.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in runs))  # the id to pass to --resume, whole
+    for column in ("when", "model", "plan", "busy cores", "predicted", "actual", "error", "epochs", "energy", "status"):
         table.add_column(column)
     for r in runs:
         err = f"{r.error:+.0%}" if r.error is not None else "-"
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.recorded_at))
-        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), _seconds(r.actual_s), err,
-                      _energy(r.energy_j, r.energy_source), r.status)
-    Console(highlight=False).print(table)
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at or r.recorded_at))
+        status = statuses[r.id]
+        if status in ("running", "crashed"):  # no actual time yet: say how far its checkpoints got
+            status += f", checkpoint after epoch {r.checkpoint_epoch}" if r.checkpoint_epoch else ", no checkpoint yet"
+        actual = _seconds(r.actual_s) if r.actual_s > 0 else "-"
+        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), actual, err, f"{r.epochs_done}/{r.epochs}",
+                      _energy(r.energy_j, r.energy_source), status)
+    console = Console(highlight=False)
+    console.print(table)
+    for r in runs:
+        if r.id in resumable:
+            console.print(f"{r.run_id} {statuses[r.id]}: resume with `{resume_command(r.run_id)}`", soft_wrap=True, markup=False)
 
 
 @app.command("calibrate")

@@ -99,7 +99,7 @@ def run_command(
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
     freeze: Optional[int] = typer.Option(None, "--freeze", help="ANE frozen-backbone mode: the first N learnable layers run forward in Core ML (macOS), the rest trains in PyTorch."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Resume the run with this id (see `trainpilot headless history`) from its last checkpoint."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Resume the run with this id (see `trainpilot headless history`) from its last checkpoint; `last`: the newest crashed or interrupted run."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the result on stdout at the end."),
     jsonl: bool = typer.Option(False, "--jsonl", help="Print every event as a JSON line on stdout as it happens."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),

@@ -14,8 +14,6 @@ documented rule cascade (`estimate.py`), so the agent always has an answer.
 from __future__ import annotations
 
 import logging
-import math
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -409,32 +407,30 @@ class CostModel:
         status: str,
         epochs_done: int,
         energy: Any = None,
+        row_id: int | None = None,
     ) -> None:
         """Store the run and learn from it. Never raises: a run must not fail because its
-        history could not be written. `energy`: the run's `energy.Energy` (joules and source)."""
+        history could not be written. `energy`: the run's `energy.Energy` (joules and source).
+        `row_id`: the history row written when the run started (runlog.RunLog), which this
+        finishes instead of adding a row."""
         if self.is_described:
             return  # this machine's timings say nothing about the described one
         try:
             if self.history is None:
                 return
-            rec = RunRecord(
-                run_id=run_id,
-                recorded_at=time.time(),
-                machine_id=self.machine_id,
-                footprint=profile.footprint,
-                profile=profile.to_dict(),
-                plan=plan,
-                busy_cores=_busy(load),
-                cpu_percent=float(getattr(load, "cpu_percent", 0.0) or 0.0),
-                predicted_s=None if predicted_s is None or not math.isfinite(predicted_s) else float(predicted_s),
-                actual_s=float(actual_s),
-                status=status,
-                epochs=int(profile.epochs),
-                epochs_done=int(epochs_done),
+            from ..runlog import run_record
+
+            rec = replace(
+                run_record(run_id=run_id, machine_id=self.machine_id, profile=profile, plan=plan, load=load,
+                           predicted_s=predicted_s, actual_s=actual_s, status=status, epochs_done=epochs_done),
                 energy_j=getattr(energy, "joules", None),
                 energy_source=getattr(energy, "source", None),
             )
-            rid = self.history.add(rec)
+            if row_id is None:
+                rid = self.history.add(rec)
+            else:
+                self.history.finish(row_id, rec)
+                rid = row_id
             if self._observations is not None and self.calibration is not None:
                 new = observe([replace(rec, id=rid)], self.calibration)
                 if new:
