@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from .energy.objective import check_objective, choose, figures_text
+from .energy.plan_power import annotate, power_for
 from .estimate import FirstEstimate, cascade_backend
 from .plans import Availability, Decision, Plan, PlanPrediction
 from .predictor import Predictor
@@ -83,6 +85,7 @@ class HardwareOrchestrator:
         hardware: "HardwareInfo | None" = None,
         on_step: Callable[[AgentStep], None] | None = None,
         backends: Callable[[str], Any] | None = None,
+        objective: str = "time",
     ):
         from .backends import get_backend
         from .hardware import probe
@@ -97,6 +100,8 @@ class HardwareOrchestrator:
         self.workload_profile: Any = None
         self.last_plan: Plan | None = None
         self.last_decision: Decision | None = None
+        self.objective = check_objective(objective)  # time | energy | edp (energy/objective.py)
+        self._power: Any = None  # energy.PlanPower, built on the first plan()
 
     # ---------------------------------------------------------------- trace
 
@@ -203,6 +208,7 @@ class HardwareOrchestrator:
         steps_before = len(self.trace)
         predictions: list[PlanPrediction] = []
         explain = getattr(self.predictor, "explain", lambda p: p.source)
+        power = self.power()
         for plan, avail in self.candidate_plans(profile):
             if plan.backend == "ane" and avail and not state.get("ane_available", True):
                 avail = Availability(False, "the observed hardware state says the ANE is unavailable")
@@ -210,7 +216,7 @@ class HardwareOrchestrator:
                 prediction = PlanPrediction(plan, None, excluded_reason=avail.reason)
                 self._step("think", f"{plan.label}: excluded — {avail.reason}", data={"plan": plan.to_dict(), "excluded": avail.reason})
             else:
-                prediction = self.predictor.predict(profile, plan, load)
+                prediction = annotate(self.predictor.predict(profile, plan, load), power)  # its energy beside its time
                 if prediction.excluded:
                     self._step("think", f"{plan.label}: excluded — {prediction.excluded_reason}", data={"plan": plan.to_dict(), "excluded": prediction.excluded_reason})
                 elif prediction.predicted_s is None:
@@ -218,26 +224,34 @@ class HardwareOrchestrator:
                 else:
                     self._step(
                         "think",
-                        f"{plan.label}: predicted {fmt_s(prediction.predicted_s)} ({explain(prediction)})",
-                        data={"plan": plan.to_dict(), "predicted_s": prediction.predicted_s, "source": prediction.source},
+                        f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)}; {prediction.detail.get('energy_source')})",
+                        data={"plan": plan.to_dict(), "predicted_s": prediction.predicted_s, "source": prediction.source,
+                              "energy_j": prediction.detail.get("energy_j"), "energy_source": prediction.detail.get("energy_source")},
                     )
             predictions.append(prediction)
         decision_state = dict(state)
         decision_state.setdefault("cpu_utilization", load.cpu_percent / 100.0)
         decision_state.setdefault("available_backends", self.hardware.available_backends())
         decision_state.setdefault("ane_available", self.hardware.backends.get("ane", Availability(False)).available)
-        decision = self.predictor.decide(profile, predictions, load, decision_state)
+        decision = choose(predictions, self.objective, self.predictor.decide(profile, predictions, load, decision_state))
         for line in decision.reasoning:
             self._step("think", line, decision.confidence)
-        predicted = f", predicted {fmt_s(decision.predicted_s)}" if decision.predicted_s is not None else ""
+        chosen = next((p for p in predictions if p.plan == decision.plan and p.predicted_s is not None), None)
+        predicted = f", predicted {figures_text(chosen) if chosen else fmt_s(decision.predicted_s)}" if decision.predicted_s is not None else ""
         self._step(
             "think",
-            f"decision: {decision.plan.label}{predicted}, confidence {decision.confidence:.2f} ({decision.policy})",
+            f"decision: {decision.plan.label}{predicted}, confidence {decision.confidence:.2f} ({decision.policy}, objective {self.objective})",
             decision.confidence,
-            {"plan": decision.plan.to_dict(), "policy": decision.policy, "margin": decision.margin},
+            {"plan": decision.plan.to_dict(), "policy": decision.policy, "margin": decision.margin, "objective": self.objective},
         )
         self.last_plan, self.last_decision = decision.plan, decision
         return PlanningResult(tuple(predictions), decision, tuple(self.trace[steps_before:]), time.perf_counter() - start)
+
+    def power(self) -> Any:
+        """Predicted power per plan (energy/plan_power.py), from the predictor's history or figures."""
+        if self._power is None:
+            self._power = power_for(self.predictor, self.hardware.logical_cpus, self.hardware.machine_id)
+        return self._power
 
 
 def _as_profile(profile: "dict[str, Any] | WorkloadProfile") -> "WorkloadProfile":

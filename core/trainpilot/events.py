@@ -92,6 +92,8 @@ class EpochTimed(Event):
     actual_s: float
     plan: Plan
     segments: tuple[dict[str, Any], ...] = ()  # per-plan pieces when the plan changed mid-epoch
+    energy_j: float | None = None  # the epoch's training steps (energy/meter.py)
+    energy_source: str | None = None  # "measured: RAPL package", "est.: ..."
 
 
 @dataclass(frozen=True)

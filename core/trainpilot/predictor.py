@@ -42,6 +42,8 @@ class Predictor(Protocol):
         run_id: str,
         status: str,
         epochs_done: int,
+        energy: Any = None,
     ) -> None:
-        """Learn from a finished (or partly finished) run. Must never raise for I/O trouble."""
+        """Learn from a finished (or partly finished) run. Must never raise for I/O trouble.
+        `energy`: the run's `energy.Energy` (joules and their source), recorded beside its time."""
         ...

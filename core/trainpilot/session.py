@@ -48,6 +48,7 @@ class SessionConfig:
     resume: str | None = None  # run id (or checkpoint path) to resume
     record_history: bool = True
     freeze: int | None = None  # ANE frozen-backbone: how many leading layers run in Core ML
+    objective: str = "time"  # what the agent minimises: time | energy | edp (energy/objective.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,6 +136,8 @@ class TrainingSession:
         self._run_path: Path | None = None
         self._fingerprint: dict[str, Any] | None = None
         self._meter: Any = None  # predict.contention.ExternalCpuMeter, started when training starts
+        self._energy: Any = None  # energy.EnergyMeter, started when training starts
+        self._epoch_mark: Any = None  # the energy meter's reading when the epoch in progress began
         self._backends = self._backend_resolver()
 
     def _backend_resolver(self) -> Any:
@@ -247,7 +250,9 @@ class TrainingSession:
             yield ev.AgentStepped(self.run_id, "observe", f"latest checkpoint unusable ({resume_state['recovered_from']}); resuming from the previous one, epoch {start_epoch}", None, {})
 
         # OBSERVE
-        agent = self._orchestrator or HardwareOrchestrator(backends=self._backends)
+        agent = self._orchestrator or HardwareOrchestrator(backends=self._backends, objective=cfg.objective)
+        if cfg.objective != "time":
+            agent.objective = cfg.objective
         self._orchestrator = agent
         load = measure_load(0.3)
         observation = observe_hardware(agent.hardware, load)
@@ -281,6 +286,7 @@ class TrainingSession:
         from .predict.contention import ExternalCpuMeter
 
         self._meter = ExternalCpuMeter().__enter__()  # the load the run meets, for learning (see _finish)
+        self._energy = _open_energy_meter(plan)
         self._run_path = runs_dir() / self.run_id  # created by the first checkpoint: a run that fails to start leaves nothing
         yield from self._switch(plan, source, reason, self.rt.confidence if source == "agent" else None, load)
         per_epoch = self._predicted_epoch_s(self.plan, load)  # type: ignore[arg-type]
@@ -289,6 +295,7 @@ class TrainingSession:
         epoch, first_step = start_epoch, start_step
         segments = [_Segment(self.plan)]  # type: ignore[arg-type]
         while epoch < cfg.epochs:
+            self._epoch_mark = self._energy.mark() if self._energy is not None else None
             try:
                 stopped = None
                 if self.plan is not None and self.plan.mode == "core-ml-update":
@@ -375,6 +382,8 @@ class TrainingSession:
         trainer = self.trainer
         assert trainer is not None
         actual = sum(s.seconds for s in segments)
+        # The epoch's training steps, as its time is (validation is outside both).
+        energy = self._energy.since(self._epoch_mark) if self._energy is not None and self._epoch_mark is not None else None
         val_acc = trainer.evaluate()
         self.rt.val_accuracy = val_acc
         predicted = self._segments_predicted(segments, trainer.steps_per_epoch, load)
@@ -387,10 +396,13 @@ class TrainingSession:
             "actual_s": actual,
             "plan": self.plan.to_dict(),  # type: ignore[union-attr]
             "segments": [{"plan": s.plan.to_dict(), "steps": s.steps, "actual_s": s.seconds, "predicted_s": s.predicted_s} for s in segments if s.steps],
+            "energy_j": energy.joules if energy is not None else None,
+            "energy_source": energy.source if energy is not None else None,
         }
         yield from self._checkpoint(epoch + 1, 0, "epoch", _Totals(), record)
         self.rt.train_seconds += actual
-        yield ev.EpochTimed(self.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, actual, self.plan, tuple(record["segments"]))  # type: ignore[arg-type]
+        yield ev.EpochTimed(self.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, actual, self.plan, tuple(record["segments"]),  # type: ignore[arg-type]
+                            energy_j=record["energy_j"], energy_source=record["energy_source"])
 
     def _fall_back(self, reason: str, load: Any) -> Iterator[ev.Event]:
         """Continue on the CPU from the last good state and say why. The live tensors are not
@@ -517,6 +529,8 @@ class TrainingSession:
             yield from self._fall_back(f"moving to {plan.label} failed: {describe_exception(exc)}", load)
             return
         self.plan = plan
+        if self._energy is not None:
+            self._energy.cover(plan)  # a run moved to a device: count the device's energy too
         per_epoch = self._predicted_epoch_s(plan, load)
         remaining = per_epoch * max(self.config.epochs - len(self.rt.epoch_records), 0) if per_epoch else None
         self.rt.plan_changes.append({"plan": plan.to_dict(), "source": source, "reason": reason, "at_epoch": len(self.rt.epoch_records) + 1})
@@ -601,7 +615,9 @@ class TrainingSession:
         assert self.plan is not None
         acc = f", validation accuracy {self.rt.val_accuracy:.1%}" if self.rt.val_accuracy is not None else ""
         pred = f" (predicted {fmt_s(self.rt.predicted_total_s)})" if self.rt.predicted_total_s else ""
-        text = f"trained {self.config.epochs} epoch(s) on {self.plan.label} in {fmt_s(self.rt.train_seconds)}{pred}{acc}"
+        energy = _run_energy(self.rt.epoch_records)
+        used = f", {energy.text}" if energy.joules is not None else ""
+        text = f"trained {self.config.epochs} epoch(s) on {self.plan.label} in {fmt_s(self.rt.train_seconds)}{pred}{used}{acc}"
         if self.rt.fallback_reason:
             text += f"; fell back to the CPU: {self.rt.fallback_reason}"
         return text
@@ -636,10 +652,15 @@ class TrainingSession:
             "fallback_reason": self.rt.fallback_reason,
             "plan_changes": self.rt.plan_changes,
             "checkpoint": self.rt.checkpoint,
-            "epochs": [{k: e[k] for k in ("epoch", "loss", "accuracy", "val_accuracy", "predicted_s", "actual_s", "plan", "segments")} for e in epochs],
+            "epochs": [{**{k: e[k] for k in ("epoch", "loss", "accuracy", "val_accuracy", "predicted_s", "actual_s", "plan", "segments")},
+                        "energy_j": e.get("energy_j")} for e in epochs],
+            "objective": self.config.objective,
+            **_run_energy(epochs).to_dict(),
         }
 
     def _finish(self, status: str, message: str) -> ev.RunFinished:
+        if self._energy is not None:
+            self._energy.close()
         result = self.result(status, message)
         trained = bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None)
         # A run whose plan changed mid-way timed two plans at once: nothing to learn about either.
@@ -654,14 +675,49 @@ class TrainingSession:
                 else:
                     meter.__exit__(None, None, None)
                     met = meter.result.as_sample(self._orchestrator.hardware.logical_cpus)  # the load during the run
-                self._orchestrator.predictor.record(
+                record = self._orchestrator.predictor.record
+                extra = {"energy": _run_energy(self.rt.epoch_records)} if _takes_energy(record) else {}
+                record(
                     self.profile, self.plan, met, result["predicted_s"], result["actual_s"] or 0.0,
-                    run_id=self.run_id, status=status, epochs_done=len(self.rt.epoch_records),
+                    run_id=self.run_id, status=status, epochs_done=len(self.rt.epoch_records), **extra,
                 )
             except Exception:
                 pass  # learning is best-effort; the run's own result must still come out
         self.finished = ev.RunFinished(self.run_id, status, message, result)
         return self.finished
+
+
+def _open_energy_meter(plan: Plan) -> Any:
+    """The run's energy meter (energy/meter.py); a meter that cannot start costs the figure, not the run."""
+    from .energy import open_meter
+
+    try:
+        return open_meter(plan).start()
+    except Exception:  # noqa: BLE001 - e.g. a bad TRAINPILOT_CPU_WATTS_PER_CORE: no energy figure
+        return None
+
+
+def _run_energy(epochs: list[dict[str, Any]]) -> Any:
+    """The run's joules: the sum of its epochs' (None if any epoch has none), with their source."""
+    from .energy import EST, Energy
+
+    values = [e.get("energy_j") for e in epochs]
+    sources = list(dict.fromkeys(e.get("energy_source") for e in epochs if e.get("energy_source")))
+    source = " + ".join(sources) if sources else "not metered"
+    if not values or any(v is None for v in values):
+        return Energy(None, source)
+    return Energy(float(sum(values)), source, estimated=EST in source)
+
+
+def _takes_energy(record: Any) -> bool:
+    """Whether a predictor's `record` takes `energy=` (one written before energy was recorded may not)."""
+    import inspect
+
+    try:
+        params = inspect.signature(record).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "energy" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:

@@ -22,6 +22,7 @@ File format (units are the ones spec sheets use; the loader converts to SI):
     memory_bandwidth_gb_per_s = 100   # decimal GB/s, as vendors quote it
     precision = "fp32"                # fp32 | tf32 | bf16 | fp16 | int8
     notes = "..."                     # optional
+    power_w = 170                     # optional: the unit's power when busy (TDP / board power), for energy estimates
 
 Any other key, a wrong type or an impossible combination (an ANE on Linux, CUDA on macOS) is a
 ConfigError naming the file and the problem.
@@ -45,8 +46,9 @@ _TOP_KEYS = {
     "name": str, "description": str, "sources": list, "system": str, "machine": str, "logical_cpus": int,
     "performance_cores": int, "memory_gib": (int, float), "cpu_gflops_per_core": (int, float), "backends": dict,
 }
-_BACKEND_KEYS = {"peak_tflops": (int, float), "memory_bandwidth_gb_per_s": (int, float), "precision": str, "notes": str}
-_OPTIONAL = {"notes"}
+_BACKEND_KEYS = {"peak_tflops": (int, float), "memory_bandwidth_gb_per_s": (int, float), "precision": str, "notes": str,
+                 "power_w": (int, float)}
+_OPTIONAL = {"notes", "power_w"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class TargetBackend:
     memory_bandwidth_bytes_per_s: float
     precision: str
     notes: str = ""
+    power_w: float | None = None  # watts when busy (TDP, board power): energy estimates (energy/figures.py)
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ def _backend(name: str, table: Any, system: str, machine: str, path: Path) -> Ta
         memory_bandwidth_bytes_per_s=_positive(table["memory_bandwidth_gb_per_s"], "memory_bandwidth_gb_per_s", path, 1e9),
         precision=table["precision"],
         notes=table.get("notes", ""),
+        power_w=_positive(table["power_w"], "power_w", path) if "power_w" in table else None,
     )
 
 

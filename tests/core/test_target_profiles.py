@@ -51,7 +51,8 @@ def test_the_dataclass_keeps_the_agreed_field_names() -> None:
         "name", "description", "sources", "system", "machine", "logical_cpus", "performance_cores",
         "memory_bytes", "cpu_flops_per_core", "backends",
     ]
-    assert [f.name for f in dataclasses.fields(TargetBackend)] == ["peak_flops", "memory_bandwidth_bytes_per_s", "precision", "notes"]
+    # power_w (optional, for energy estimates) was added after the agreement, at the end
+    assert [f.name for f in dataclasses.fields(TargetBackend)] == ["peak_flops", "memory_bandwidth_bytes_per_s", "precision", "notes", "power_w"]
     target = resolve_target("apple-m1")
     with pytest.raises(dataclasses.FrozenInstanceError):
         target.name = "x"  # type: ignore[misc]

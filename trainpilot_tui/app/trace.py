@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainpilot import events as ev
+from trainpilot.energy import Energy
 
 from . import format as fmt
 
@@ -61,6 +62,8 @@ def entries_for(event: ev.Event) -> list[TraceEntry]:
             f"epoch {event.epoch}: predicted {fmt.seconds(event.predicted_s)}, actual {fmt.seconds(event.actual_s)}"
             f" ({fmt.error(event.predicted_s, event.actual_s)}){parts}; loss {event.loss:.3f}"
         )
+        if event.energy_j is not None:
+            text += f"; {Energy.recorded(event.energy_j, event.energy_source).text}"
         return [TraceEntry("learn", text, "learn")]
     if isinstance(event, ev.SessionPaused):
         return [TraceEntry("user", f"paused at epoch {event.epoch}, step {event.step}", "pause")]

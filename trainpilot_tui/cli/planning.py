@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Optional
 import typer
 
 from .common import fail, print_json, stderr_console, usage_error
-from .run import DATASET_HELP, MODEL_HELP
+from .run import DATASET_HELP, MODEL_HELP, OBJECTIVE_HELP
 
 app = typer.Typer(pretty_exceptions_enable=False)
 
@@ -30,6 +30,15 @@ def _progress_bar(description: str, quiet: bool = False) -> Iterator[Callable[[f
     with progress:
         task = progress.add_task(description, total=1.0, step="")
         yield lambda fraction, message: progress.update(task, completed=fraction, step=message)
+
+
+def _energy(joules: Optional[float], source: Optional[str]) -> str:
+    """'12.3 J est.' / '12.3 J' (measured) / '-' (not metered: a run recorded before energy was)."""
+    if joules is None:
+        return "-"
+    from trainpilot.energy import Energy
+
+    return Energy.recorded(joules, source).text
 
 
 def _micro(value: float) -> str:
@@ -54,6 +63,7 @@ def plan_command(
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Plan for a described machine instead of this one: a hardware profile (.toml, see profiles/)."),
+    objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
     as_json: bool = typer.Option(False, "--json", help='Print {"chosen": ..., "plans": [...], "observation": ...} on stdout.'),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
 ) -> None:
@@ -65,13 +75,19 @@ def plan_command(
         usage_error("--epochs must be at least 1")
     if batch_size < 1:
         usage_error("--batch-size must be at least 1")
+    from trainpilot.energy.objective import check_objective
+
+    try:
+        check_objective(objective)
+    except ValueError as exc:
+        usage_error(str(exc))
     from trainpilot.errors import TrainPilotError
     from trainpilot.predict.planning import plan_job
 
     config: Any = {"name": model, "layers": layers} if layers else model
     try:
         with _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
-            report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress)
+            report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective)
     except TrainPilotError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -96,20 +112,25 @@ def _print_plan(report: dict[str, Any]) -> None:
         f" {workload['epochs']} epoch(s), batch {workload['batch_size']} — plans for {where}"
     )
     table = Table(show_edge=False)
-    for column in ("plan", "predicted", "source", "±error", ""):
+    for column in ("plan", "predicted", "energy", "source", "±error", ""):
         table.add_column(column)
     for row in sorted(report["plans"], key=lambda r: (r["predicted_s"] is None, r["predicted_s"] or 0)):
         if row["excluded"] or row["predicted_s"] is None:
-            table.add_row(row["label"], "-", "excluded", "", f"[dim]{row['excluded'] or 'no estimate'}[/]")
+            table.add_row(row["label"], "-", "-", "excluded", "", f"[dim]{row['excluded'] or 'no estimate'}[/]")
             continue
         err = f"{row['relative_error']:.0%}" if row.get("relative_error") is not None else ""
-        table.add_row(row["label"], _seconds(row["predicted_s"]), row["source"], err, "[bold green]chosen[/]" if row["chosen"] else "")
+        table.add_row(row["label"], _seconds(row["predicted_s"]), _energy(row.get("energy_j"), row.get("energy_source")), row["source"], err,
+                      "[bold green]chosen[/]" if row["chosen"] else "")
     console.print(table)
+    sources = sorted({row["energy_source"] for row in report["plans"] if row.get("energy_source")})
+    if sources:
+        console.print("[dim]energy from: " + "; ".join(sources) + "[/]")
     chosen = report["chosen"]
     margin = f", {chosen['margin']:.0%} ahead of the next plan" if chosen.get("margin") is not None else ""
     console.print(
         f"choice: [bold]{chosen['label']}[/], predicted {_seconds(chosen['predicted_s'])}{margin},"
-        f" confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
+        f"{', ' + _energy(chosen.get('energy_j'), chosen.get('energy_source')) if chosen.get('energy_j') is not None else ''}"
+        f" — objective {report.get('objective', 'time')}, confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
     )
     for line in report["reasoning"]:
         console.print(f"  [dim]{line}[/]")
@@ -147,12 +168,13 @@ def history_command(
     from rich.table import Table
 
     table = Table(show_edge=False)
-    for column in ("run", "when", "model", "plan", "busy cores", "predicted", "actual", "error", "status"):
+    for column in ("run", "when", "model", "plan", "busy cores", "predicted", "actual", "error", "energy", "status"):
         table.add_column(column)
     for r in runs:
         err = f"{r.error:+.0%}" if r.error is not None else "-"
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.recorded_at))
-        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), _seconds(r.actual_s), err, r.status)
+        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), _seconds(r.actual_s), err,
+                      _energy(r.energy_j, r.energy_source), r.status)
     Console(highlight=False).print(table)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainpilot import events as ev
+from trainpilot.energy import Energy
 
 
 class StderrProgress:
@@ -61,7 +62,8 @@ class StderrProgress:
         elif isinstance(event, ev.EpochTimed):
             pred = f"{event.predicted_s:.2f}s" if event.predicted_s is not None else "n/a"
             val = f", val acc {event.val_accuracy:.1%}" if event.val_accuracy is not None else ""
-            self._line(f"  epoch {event.epoch}: loss {event.loss:.3f}, acc {event.accuracy:.1%}{val}; predicted {pred}, actual {event.actual_s:.2f}s on {event.plan.label}")
+            energy = f", {Energy.recorded(event.energy_j, event.energy_source).text}" if event.energy_j is not None else ""
+            self._line(f"  epoch {event.epoch}: loss {event.loss:.3f}, acc {event.accuracy:.1%}{val}; predicted {pred}, actual {event.actual_s:.2f}s{energy} on {event.plan.label}")
         elif isinstance(event, ev.RunFinished) and event.status != "failed":  # failures: one `error:` line from the command
             style = {"success": "green", "interrupted": "yellow"}.get(event.status, "red")
             self._line(f"[{style}]{event.status}[/]: {event.message}")

@@ -17,6 +17,10 @@ MODEL_HELP = (
     "Model: small_cnn, large_dense, rnn, mlp, or path/to/file.py:ClassName (an nn.Module with a no-argument"
     " constructor). A model file is Python code and runs with your rights, like `python file.py`."
 )
+OBJECTIVE_HELP = (
+    "What the agent minimises: time (seconds), energy (joules: measured by RAPL/NVML where the machine allows,"
+    " else estimated and labelled est.) or edp (energy x delay)."
+)
 DATASET_HELP = (
     "Dataset: a directory with X_train.npy/y_train.npy (or X.npy/y.npy) or MNIST-style IDX files (.gz ok),"
     " a .npz with X/y, or a .csv whose last column is the label. Default: the bundled demo set."
@@ -25,9 +29,15 @@ DATASET_HELP = (
 
 def session_config(
     *, model: str, dataset: Optional[str], epochs: Optional[int], batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None,
-    compile: bool = False,
+    compile: bool = False, objective: str = "time",
 ) -> Any:
+    from trainpilot.energy.objective import check_objective
     from trainpilot.session import SessionConfig
+
+    try:
+        check_objective(objective)
+    except ValueError as exc:
+        usage_error(str(exc))
 
     if backend not in BACKEND_CHOICES:
         usage_error(f"--backend must be one of {', '.join(BACKEND_CHOICES)}, got '{backend}'")
@@ -46,7 +56,7 @@ def session_config(
     if compile and backend not in ("auto", "cpu"):
         usage_error(f"--compile is a CPU plan setting (torch.compile on the host); it does not go with --backend {backend}")
     model_config: Any = {"name": model, "layers": layers} if layers else model
-    return SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile)
+    return SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile, objective=objective)
 
 
 class _SignalStop:
@@ -87,6 +97,7 @@ def run_command(
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: the agent decides from the observed load)."),
     compile: bool = typer.Option(False, "--compile", help="Train the model through torch.compile on the CPU (compiling takes seconds to minutes first; the agent offers it by itself only where `calibrate --compile` measured that it pays)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
+    objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
     freeze: Optional[int] = typer.Option(None, "--freeze", help="ANE frozen-backbone mode: the first N learnable layers run forward in Core ML (macOS), the rest trains in PyTorch."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Resume the run with this id (see `trainpilot headless history`) from its last checkpoint."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the result on stdout at the end."),
@@ -106,10 +117,10 @@ def run_command(
 
     from .progress import StderrProgress
 
-    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze, compile=compile)
+    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze, compile=compile, objective=objective)
     from .distributed_run import dispatch_distributed
 
-    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))
+    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))
     session = TrainingSession(config)
     finished: ev.RunFinished | None = None
     with _SignalStop(session) as stop, StderrProgress(quiet=quiet) as progress:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Generator, Iterator
 
 from .. import events as ev
+from ..energy import EST
 from ..errors import CheckpointError
 from ..plans import Plan
 from ..session import SessionConfig, TrainingSession
@@ -103,6 +104,8 @@ class DistributedSession(TrainingSession):
             yield ev.AgentStepped(self.run_id, "act", speeds.describe(), None, {"shares": speeds.to_dict()})
 
     def _checkpoint(self, epoch: int, step: int, reason: str, totals: Any, record: dict[str, Any] | None = None) -> Iterator[ev.Event]:
+        if record is not None:
+            self._whole_run_energy(record)
         if self.is_leader:
             yield from super()._checkpoint(epoch, step, reason, totals, record)
         elif record is not None:
@@ -117,6 +120,19 @@ class DistributedSession(TrainingSession):
                 yield from super()._checkpoint(at_epoch, at_step, "interrupt", at_totals)
                 raise PeerLost(f"{exc}; checkpoint saved at epoch {at_epoch + 1}, step {at_step}: resume with --resume {self.run_id}") from exc
             raise
+
+    def _whole_run_energy(self, record: dict[str, Any]) -> None:
+        """Make the epoch's energy the whole group's, not rank 0's alone (every rank calls this at
+        the same epoch end). An estimate is per process (its CPU time), so every rank's counts; a
+        measured counter (RAPL, NVML) is machine-wide, so only the first rank of each machine's."""
+        joules = record.get("energy_j")
+        source = str(record.get("energy_source") or "")
+        estimated = EST in source
+        counted = joules if joules is not None and (estimated or self.group.info.local_rank == 0) else 0.0
+        total, missing = self.group.sum([float(counted), 0.0 if joules is not None else 1.0], "adding up the epoch's energy")
+        record["energy_j"] = None if missing else total
+        if source:
+            record["energy_source"] = f"{source}, summed over {self.group.world_size} ranks"
 
     # ---------------------------------------------------------------- the result
 

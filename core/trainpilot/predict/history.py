@@ -51,6 +51,13 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (machine_id, footprint, backend, threads);
 """
+# Columns added after schema 1, each with ALTER TABLE ADD COLUMN when a database lacks it, so an
+# older file keeps working (its runs read back with NULL there) and an older TrainPilot still
+# reads a newer file (it selects the columns it knows by name).
+ADDED_COLUMNS = {
+    "energy_j": "REAL",  # joules of the run's training steps (energy/meter.py)
+    "energy_source": "TEXT",  # "measured: RAPL package", "est.: ...": never a figure without it
+}
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,8 @@ class RunRecord:
     epochs: int  # planned
     epochs_done: int
     id: int | None = None
+    energy_j: float | None = None
+    energy_source: str | None = None
 
     @property
     def model(self) -> str:
@@ -101,6 +110,8 @@ class RunRecord:
             "epochs_done": self.epochs_done,
             "dataset_size": self.profile.get("dataset_size"),
             "batch_size": self.profile.get("batch_size"),
+            "energy_j": self.energy_j,
+            "energy_source": self.energy_source,
         }
 
 
@@ -172,6 +183,7 @@ class History:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        _ensure_columns(conn)
 
     def _set_aside(self, why: str) -> None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -242,6 +254,8 @@ class History:
             record.status,
             int(record.epochs),
             int(record.epochs_done),
+            record.energy_j,
+            record.energy_source,
         )
 
         def write() -> int:
@@ -250,7 +264,8 @@ class History:
                 cur = conn.execute(
                     "INSERT INTO runs (run_id, recorded_at, machine_id, footprint, model, params, flops_per_sample,"
                     " dataset_size, batch_size, profile_json, backend, threads, device, mode, busy_cores, cpu_percent,"
-                    " predicted_s, actual_s, status, epochs, epochs_done) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " predicted_s, actual_s, status, epochs, epochs_done, energy_j, energy_source)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     values,
                 )
                 return int(cur.lastrowid or 0)
@@ -296,6 +311,20 @@ class _SetAside(Exception):
     pass
 
 
+def _ensure_columns(conn: sqlite3.Connection) -> None:
+    """ALTER TABLE ADD COLUMN for each added column this file lacks. Two processes may open an
+    old file at once: the one that loses the race finds the column there and moves on."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name, kind in ADDED_COLUMNS.items():
+        if name in have:
+            continue
+        try:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc).lower():
+                raise
+
+
 def _from_row(row: sqlite3.Row) -> RunRecord:
     try:
         profile = json.loads(row["profile_json"])
@@ -316,4 +345,6 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
         epochs=row["epochs"],
         epochs_done=row["epochs_done"],
         id=row["id"],
+        energy_j=row["energy_j"] if "energy_j" in row.keys() else None,
+        energy_source=row["energy_source"] if "energy_source" in row.keys() else None,
     )

@@ -401,9 +401,10 @@ class CostModel:
         run_id: str,
         status: str,
         epochs_done: int,
+        energy: Any = None,
     ) -> None:
         """Store the run and learn from it. Never raises: a run must not fail because its
-        history could not be written."""
+        history could not be written. `energy`: the run's `energy.Energy` (joules and source)."""
         if self.is_described:
             return  # this machine's timings say nothing about the described one
         try:
@@ -423,6 +424,8 @@ class CostModel:
                 status=status,
                 epochs=int(profile.epochs),
                 epochs_done=int(epochs_done),
+                energy_j=getattr(energy, "joules", None),
+                energy_source=getattr(energy, "source", None),
             )
             rid = self.history.add(rec)
             if self._observations is not None and self.calibration is not None:

@@ -44,6 +44,9 @@ def _plan_row(p: PlanPrediction, chosen: Decision) -> dict[str, Any]:
         "relative_error": p.detail.get("relative_error"),
         "history_runs": p.detail.get("history_runs"),
         "per_epoch_s": p.detail.get("per_epoch_s"),
+        "energy_j": p.detail.get("energy_j"),
+        "power_w": p.detail.get("power_w"),
+        "energy_source": p.detail.get("energy_source"),
     }
 
 
@@ -57,9 +60,14 @@ def plan_job(
     home: str | Path | None = None,
     auto_calibrate: bool = True,
     progress: Progress | None = None,
+    objective: str = "time",
 ) -> dict[str, Any]:
-    """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}."""
+    """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}.
+    `objective`: time | energy | edp, what the choice minimises (energy/objective.py)."""
+    from ..energy import PlanPower, annotate, check_objective, choose
     from ..monitor import measure_load
+
+    check_objective(objective)
 
     profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
     calibrated_now = False
@@ -72,8 +80,9 @@ def plan_job(
         for plan in cost.plans():  # a first pass imports what the predictions need (not thinking)
             cost.predict(profile, plan, load)
         start = time.perf_counter()
-        predictions = [cost.predict(profile, plan, load) for plan in cost.plans()]
-        decision = cost.decide(profile, predictions, load, {})
+        power = PlanPower.for_target(target)
+        predictions = [annotate(cost.predict(profile, plan, load), power) for plan in cost.plans()]
+        decision = choose(predictions, objective, cost.decide(profile, predictions, load, {}))
         thinking = time.perf_counter() - start
         observation: dict[str, Any] = {"described_machine": target.to_dict(), "assumed_load": "idle", "note": DESCRIBED_MARK}
         trace = list(decision.reasoning)
@@ -86,7 +95,7 @@ def plan_job(
         cost = CostModel.open(home, hardware=hardware)
         if auto_calibrate:
             calibrated_now = ensure_calibrated(cost, progress)
-        agent = HardwareOrchestrator(predictor=cost, hardware=hardware)
+        agent = HardwareOrchestrator(predictor=cost, hardware=hardware, objective=objective)
         load = measure_load(0.3)
         observation = observe_hardware(hardware, load)
         agent.observe(observation, profile)
@@ -103,7 +112,10 @@ def plan_job(
             "margin": decision.margin,
             "policy": decision.policy,
             "source": chosen_prediction.source if chosen_prediction else None,
+            "energy_j": chosen_prediction.detail.get("energy_j") if chosen_prediction else None,
+            "energy_source": chosen_prediction.detail.get("energy_source") if chosen_prediction else None,
         },
+        "objective": objective,
         "plans": [_plan_row(p, decision) for p in predictions],
         "observation": observation,
         "workload": profile.to_dict(),

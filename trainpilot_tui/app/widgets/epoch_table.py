@@ -1,4 +1,5 @@
-"""Per-epoch results as a table: loss, accuracy, predicted and actual time, how far off, the plan.
+"""Per-epoch results as a table: loss, accuracy, predicted and actual time, how far off, the plan,
+and the epoch's energy ("12.3 J est.") once the session meters it.
 An epoch that ran on two plans (a user override mid-epoch) gets one indented row per segment.
 
 Below WIDE_TABLE cells it drops the validation and plan columns and names segments briefly, so the
@@ -11,12 +12,14 @@ from textual.content import Content
 from textual.widgets import DataTable
 
 from trainpilot import events as ev
+from trainpilot.energy import Energy
 from trainpilot.plans import Plan
 
 from .. import format as fmt
 from ..styles import tcss_beside
 
 FULL = ("Ep", "Loss", "Acc", "Val", "Pred", "Actual", "Δ", "Plan")
+ENERGY = "Energy"  # a last full-width column, only when some epoch has a figure (energy/meter.py)
 COMPACT = ("Ep", "Loss", "Acc", "Pred", "Actual", "Δ")
 WIDE_TABLE = 64
 
@@ -39,7 +42,30 @@ def run_totals(epochs: tuple[ev.EpochTimed, ...]) -> tuple[float | None, float]:
     return predicted, sum(e.actual_s for e in epochs)
 
 
+def has_energy(epochs: tuple[ev.EpochTimed, ...]) -> bool:
+    return any(getattr(e, "energy_j", None) is not None for e in epochs)
+
+
+def _energy(joules: float | None, source: str | None) -> str:
+    return Energy.recorded(joules, source).text if joules is not None else "–"
+
+
 def epoch_rows(epochs: tuple[ev.EpochTimed, ...], compact: bool = False) -> list[tuple[object, ...]]:
+    rows = _rows(epochs, compact)
+    if compact or not has_energy(epochs):
+        return rows
+    # One more cell per row: the epoch's joules on its row, the run's sum on the totals row.
+    energies = []
+    for e in epochs:
+        energies.append(_energy(e.energy_j, e.energy_source))
+        energies.extend([""] * (len(e.segments) if len(e.segments) > 1 else 0))
+    known = [e.energy_j for e in epochs]
+    total = _energy(sum(known), epochs[-1].energy_source) if all(j is not None for j in known) else "–"  # type: ignore[arg-type]
+    energies.append(Content.styled(total, "bold"))
+    return [(*row, cell) for row, cell in zip(rows, energies)]
+
+
+def _rows(epochs: tuple[ev.EpochTimed, ...], compact: bool) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     for e in epochs:
         timing = (fmt.seconds(e.predicted_s), fmt.seconds(e.actual_s), fmt.error(e.predicted_s, e.actual_s))
@@ -73,6 +99,7 @@ class EpochTable(DataTable):
         super().__init__(id=id, cursor_type="none", zebra_stripes=False)
         self.epochs: tuple[ev.EpochTimed, ...] = ()
         self.compact: bool | None = None
+        self.with_energy = False
 
     def show(self, epochs: tuple[ev.EpochTimed, ...]) -> None:
         self.epochs = epochs
@@ -84,10 +111,11 @@ class EpochTable(DataTable):
 
     def _rebuild(self) -> None:
         compact = self.size.width < WIDE_TABLE
-        if compact != self.compact:
-            self.compact = compact
+        energy = not compact and has_energy(self.epochs)
+        if compact != self.compact or energy != self.with_energy:
+            self.compact, self.with_energy = compact, energy
             self.clear(columns=True)
-            for label in COMPACT if compact else FULL:
+            for label in COMPACT if compact else FULL + ((ENERGY,) if energy else ()):
                 self.add_column(label, width=3 if label == "Ep" else None)
         else:
             self.clear()
