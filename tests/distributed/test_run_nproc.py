@@ -50,7 +50,7 @@ def test_torchrun_then_nproc_resume_equals_single_process(ddp_dataset, trainpilo
     assert recorded(trainpilot_home, run_id) == ["success"]  # by rank 0 only
 
     resumed = runner.invoke(app, args + ["--nproc", "2", "--resume", run_id, "-e", "2"])
-    assert resumed.exit_code == 0, resumed.output
+    assert resumed.exit_code == 0, (resumed.stderr[-2000:], resumed.exception)
     again = json.loads(resumed.stdout)
     assert again["run_id"] == run_id and [e["epoch"] for e in again["epochs"]] == [1, 2]
     assert again["distributed"]["weight_max_abs_diff_across_ranks"] == 0.0

@@ -93,22 +93,30 @@ def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bo
             code = {"success": EXIT_OK, "interrupted": stop.code or EXIT_SIGINT}.get(finished.status, EXIT_FAILURE)
     except TrainPilotError as exc:  # could not join the group, or a peer vanished before training began
         report("failed", str(exc), EXIT_FAILURE)
-        if child:
-            raise typer.Exit(EXIT_FAILURE)
-        fail(str(exc))
+        if not child:
+            typer.echo(f"error: {exc}", err=True)
+        _end(EXIT_FAILURE)
     assert finished is not None
     report(finished.status, finished.message, code, finished.result)
     if info.is_leader and as_json and not child:
         print_json(finished.result)
-    if code == EXIT_OK:
-        raise typer.Exit(EXIT_OK)
-    if child:
-        raise typer.Exit(code)
-    if finished.status == "interrupted":
-        if info.is_leader:
-            typer.echo(f"interrupted: {finished.message}", err=True)
-        raise typer.Exit(code)
-    fail(f"rank {info.rank}: {finished.message}" if not info.is_leader else finished.message)
+    if code != EXIT_OK and not child:
+        if finished.status == "interrupted":
+            if info.is_leader:
+                typer.echo(f"interrupted: {finished.message}", err=True)
+        else:
+            said = finished.message if finished.message.startswith("rank ") else f"rank {info.rank}: {finished.message}"
+            typer.echo(f"error: {said}", err=True)
+    _end(code)
+
+
+def _end(code: int) -> NoReturn:
+    """Leave without the interpreter's teardown: the group is closed and the report written, and
+    tearing down torch's c10d/gloo threads at exit aborted a finished rank now and then here
+    (SIGABRT, exit -6, which the launcher would report as a failed run)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def dispatch_distributed(config: Any, *, nproc: Optional[int], timeout: float, shares: str, as_json: bool, jsonl: bool, quiet: bool, options: dict[str, Any]) -> None:

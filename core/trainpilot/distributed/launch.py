@@ -68,7 +68,7 @@ class LaunchOutcome:
                 return f"rank {r.rank}: {rep['message']}"
         dead = [r for r in self.ranks if r.exitcode not in (None, 0)]
         if dead:
-            return "; ".join(f"rank {r.rank} {r.how_it_ended}" for r in dead) + " before reporting"
+            return "; ".join(f"rank {r.rank} {r.how_it_ended}" + ("" if r.report else " before reporting") for r in dead)
         return "the ranks ended without a result"
 
 
