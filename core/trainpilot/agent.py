@@ -85,12 +85,16 @@ class HardwareOrchestrator:
         hardware: "HardwareInfo | None" = None,
         on_step: Callable[[AgentStep], None] | None = None,
         backends: Callable[[str], Any] | None = None,
+        described_machine: Any = None,
         objective: str = "time",
     ):
+        """`described_machine`: a shipped profile name, .toml path or TargetMachine on which
+        `predict_performance` predicts backends this machine lacks (default: described.DESCRIBED_FOR)."""
         from .backends import get_backend
         from .hardware import probe
 
         self.backends = backends or get_backend  # name -> Backend
+        self.described_machine = described_machine
 
         self.hardware = hardware or probe()
         self.predictor: Predictor = predictor or default_predictor(self.hardware)
@@ -101,7 +105,6 @@ class HardwareOrchestrator:
         self.last_plan: Plan | None = None
         self.last_decision: Decision | None = None
         self.objective = check_objective(objective)  # time | energy | edp (energy/objective.py)
-        self._power: Any = None  # energy.PlanPower, built on the first plan()
 
     # ---------------------------------------------------------------- trace
 
@@ -161,20 +164,38 @@ class HardwareOrchestrator:
         return result.decision.plan.backend
 
     def predict_performance(self, profile: "dict[str, Any] | WorkloadProfile", backend: str) -> float:
-        """Predicted seconds for the whole run on `backend`'s best plan (first estimate or cost model).
-        Raises ValueError when there is no estimate for that backend on this machine."""
+        """Predicted seconds for the whole run on `backend`'s best plan here (first estimate or cost
+        model). A backend this machine lacks (the seed's README asks for the ANE on any machine) is
+        predicted on a described machine that has it (described.py: an Apple M2 for the ANE and
+        MPS, by default); the figure says so in its `note`, its `machine` and the agent's trace.
+        Returns a `described.PredictedSeconds` (a float). Raises ValueError only when no machine,
+        here or described, can run `backend` for this workload."""
+        from .described import PredictedSeconds, predict_described
+
         prof = _as_profile(profile)
         load = load_from_state(self.hardware_state or {}, self.hardware.logical_cpus)
-        best = None
+        best: tuple[float, Plan] | None = None
+        why_not = None
         for plan, avail in self.candidate_plans(prof, backends=[backend]):
             if not avail:
+                why_not = why_not or avail.reason
                 continue
             prediction = self.predictor.predict(prof, plan, load)
-            if prediction.predicted_s is not None and (best is None or prediction.predicted_s < best):
-                best = prediction.predicted_s
-        if best is None:
-            raise ValueError(f"no time estimate for backend '{backend}' on this machine")
-        return best
+            if prediction.predicted_s is not None and (best is None or prediction.predicted_s < best[0]):
+                best = (prediction.predicted_s, plan)
+        if best is not None:
+            return PredictedSeconds(best[0], "this machine", best[1].label)
+        try:
+            figure = predict_described(prof, backend, self.described_machine)
+        except ValueError as exc:
+            raise ValueError(f"no time estimate for backend '{backend}': not here ({why_not or 'no estimate'}), and {exc}") from None
+        self._step(
+            "think",
+            f"{figure.plan}: predicted {fmt_s(figure)} on the described machine {figure.machine} ({figure.note};"
+            f" not on this machine: {why_not or 'no estimate here'})",
+            data={"backend": backend, "predicted_s": float(figure), "described_machine": figure.machine, "note": figure.note, "plan_label": figure.plan},
+        )
+        return figure
 
     def act(self, backend: str, environment: Any) -> dict[str, Any]:
         """Train in `environment` on `backend`. An unavailable backend falls back to the CPU, says so
@@ -199,6 +220,10 @@ class HardwareOrchestrator:
                 continue
             for plan in backend.plans(self.hardware.logical_cpus):
                 out.append((plan, backend.supports_plan(profile, plan)))
+        if backends is None or "split" in backends:  # one batch across several workers at once
+            from .backends.split import split_candidates
+
+            out.extend(split_candidates(self.backends, self.hardware.logical_cpus, profile, self.hardware.backends))
         return out
 
     def plan(self, profile: "WorkloadProfile", load: "UtilizationSample", hardware_state: dict[str, Any] | None = None) -> PlanningResult:
@@ -248,10 +273,9 @@ class HardwareOrchestrator:
         return PlanningResult(tuple(predictions), decision, tuple(self.trace[steps_before:]), time.perf_counter() - start)
 
     def power(self) -> Any:
-        """Predicted power per plan (energy/plan_power.py), from the predictor's history or figures."""
-        if self._power is None:
-            self._power = power_for(self.predictor, self.hardware.logical_cpus, self.hardware.machine_id)
-        return self._power
+        """Predicted power per plan (energy/plan_power.py), from the predictor's runs or figures;
+        built at each plan(), so the runs finished since count."""
+        return power_for(self.predictor, self.hardware.logical_cpus, self.hardware.machine_id)
 
 
 def _as_profile(profile: "dict[str, Any] | WorkloadProfile") -> "WorkloadProfile":

@@ -85,6 +85,8 @@ class FirstEstimate:
         self.throughput = throughput or measured_cpu_flops  # FLOP/s at a thread count
 
     def predict(self, profile: "WorkloadProfile", plan: Plan, load: "UtilizationSample") -> PlanPrediction:
+        if plan.workers:  # what a split costs (its workers' shares, the interpreter lock) needs calibration
+            return PlanPrediction(plan, None, excluded_reason="a split is predicted only from this machine's calibration (`trainpilot headless calibrate`)", source="estimate")
         if plan.backend != "cpu":
             return PlanPrediction(plan, None, source="estimate", detail={"note": "no measured throughput for this device yet"})
         if plan.is_compiled:  # compiling's cost is only known to the calibrated cost model

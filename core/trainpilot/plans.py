@@ -5,11 +5,28 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 COMPILED = "compiled"  # Plan.mode of a CPU plan that trains through torch.compile (backends/compiled.py)
+# A split plan runs every batch on several workers at once (hetero/): backend SPLIT, and its
+# workers spelled in `mode` ("cpu:1+cpu:1", "cuda:0+cpu:1"), so the history, checkpoints and
+# --json store it in the same four fields as every other plan.
+SPLIT = "split"
+
+
+def _worker_token(plan: "Plan") -> str:
+    if plan.backend == "cpu":
+        return f"cpu:{plan.threads or 1}"
+    return plan.device or plan.backend
+
+
+def _worker_plan(token: str) -> "Plan":
+    name, _, rest = token.partition(":")
+    if name == "cpu":
+        return Plan("cpu", threads=int(rest or 1))
+    return Plan(name, device=token)
 
 
 @dataclass(frozen=True)
 class Plan:
-    backend: str  # "cpu" | "ane" | "mps" | "cuda"
+    backend: str  # "cpu" | "ane" | "mps" | "cuda" | "split"
     threads: int | None = None  # CPU intra-op threads; None for accelerators (host threads left as is)
     device: str | None = None  # torch device string for accelerators, e.g. "cuda:0"
     mode: str | None = None  # backend-specific mode, e.g. the ANE's "frozen-backbone"
@@ -28,7 +45,20 @@ class Plan:
         return Plan("cpu", threads=self.threads)
 
     @property
+    def workers(self) -> tuple["Plan", ...]:
+        """The plans a split plan's workers run (one batch shared among them); () for any other plan."""
+        if self.backend != SPLIT or not self.mode:
+            return ()
+        return tuple(_worker_plan(t) for t in self.mode.split("+"))
+
+    @classmethod
+    def split(cls, workers: "tuple[Plan, ...] | list[Plan]") -> "Plan":
+        return cls(SPLIT, mode="+".join(_worker_token(w) for w in workers))
+
+    @property
     def label(self) -> str:
+        if self.workers:
+            return f"{SPLIT}: " + " + ".join(w.label for w in self.workers)
         parts = [self.backend]
         if self.threads:
             parts.append(f"{self.threads} thread" + ("s" if self.threads != 1 else ""))

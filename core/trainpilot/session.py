@@ -136,6 +136,7 @@ class TrainingSession:
         self._run_path: Path | None = None
         self._fingerprint: dict[str, Any] | None = None
         self._meter: Any = None  # predict.contention.ExternalCpuMeter, started when training starts
+        self._log: Any = None  # runlog.RunLog: this run's row in the history, from its start
         self._energy: Any = None  # energy.EnergyMeter, started when training starts
         self._epoch_mark: Any = None  # the energy meter's reading when the epoch in progress began
         self._backends = self._backend_resolver()
@@ -224,6 +225,9 @@ class TrainingSession:
         cfg = self.config
         resume_state = None
         if cfg.resume:
+            if cfg.resume == resume.LAST:
+                cfg = replace(cfg, resume=resume.resolve_run(cfg.resume))
+                self.config = cfg
             resume_path = resume.checkpoint_path(cfg.resume)
             resume_state = self._load_resume_state(resume_path)
             saved = resume_state["config"]
@@ -291,6 +295,7 @@ class TrainingSession:
         yield from self._switch(plan, source, reason, self.rt.confidence if source == "agent" else None, load)
         per_epoch = self._predicted_epoch_s(self.plan, load)  # type: ignore[arg-type]
         self.rt.predicted_total_s = per_epoch * cfg.epochs if per_epoch else None
+        self._start_log(agent, load, start_epoch)
 
         epoch, first_step = start_epoch, start_step
         segments = [_Segment(self.plan)]  # type: ignore[arg-type]
@@ -316,6 +321,17 @@ class TrainingSession:
             epoch, first_step, totals = epoch + 1, 0, _Totals()
             segments = [_Segment(self.plan)]  # type: ignore[arg-type]
         yield self._finish("success", self._success_message())
+
+    def _start_log(self, agent: Any, load: Any, start_epoch: int) -> None:
+        """The run is in the history from now on ("running"), so a kill -9 leaves it findable."""
+        from .runlog import RunLog, history_of, run_record
+
+        history = history_of(agent.predictor) if self.config.record_history else None
+        if history is None or self.plan is None:
+            return
+        self._log = RunLog(history)
+        self._log.start(run_record(run_id=self.run_id, machine_id=agent.hardware.machine_id, profile=self.profile, plan=self.plan, load=load,
+                                   predicted_s=self.rt.predicted_total_s, actual_s=0.0, status="running", epochs_done=start_epoch))
 
     def _train_epoch(self, epoch: int, first_step: int, totals: "_Totals", segments: list[_Segment], load: Any) -> Generator[ev.Event, None, bool]:
         """Steps `first_step`.. of `epoch`, then validation and the epoch checkpoint. Returns True
@@ -604,6 +620,8 @@ class TrainingSession:
             dataset_fingerprint=self._fingerprint,
         )
         path = save_checkpoint(self._run_path, dict(state, **meta))
+        if self._log is not None:
+            self._log.checkpointed(epoch)
         if record is not None:
             self.rt.epoch_records.append(record)
         if keep:
@@ -658,6 +676,34 @@ class TrainingSession:
             **_run_energy(epochs).to_dict(),
         }
 
+    def _record_end(self, status: str, result: dict[str, Any], learn: bool) -> None:
+        """Give the run's history row its final status; the cost model learns from it only when
+        `learn` (a run that timed one plan and trained something)."""
+        agent = self._orchestrator
+        row = self._log.row_id if self._log is not None else None
+        if not learn and row is None:
+            return
+        if self._meter is None:
+            from .monitor import measure_load
+
+            met = measure_load(0.0)
+        else:
+            self._meter.__exit__(None, None, None)
+            met = self._meter.result.as_sample(agent.hardware.logical_cpus)  # the load during the run
+        done = dict(predicted_s=result["predicted_s"], actual_s=result["actual_s"] or 0.0, status=status, epochs_done=len(self.rt.epoch_records))
+        energy = _run_energy(self.rt.epoch_records)
+        if learn:
+            record = agent.predictor.record
+            extra = {"energy": energy} if _takes_energy(record) else {}
+            if row is not None:
+                extra["row_id"] = row
+            record(self.profile, self.plan, met, run_id=self.run_id, **done, **extra)
+        else:
+            from .runlog import run_record
+
+            rec = run_record(run_id=self.run_id, machine_id=agent.hardware.machine_id, profile=self.profile, plan=self.plan, load=met, **done)
+            self._log.finish(replace(rec, energy_j=energy.joules, energy_source=energy.source), learn=False)
+
     def _finish(self, status: str, message: str) -> ev.RunFinished:
         if self._energy is not None:
             self._energy.close()
@@ -665,22 +711,9 @@ class TrainingSession:
         trained = bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None)
         # A run whose plan changed mid-way timed two plans at once: nothing to learn about either.
         one_plan = len({json.dumps(c["plan"], sort_keys=True) for c in self.rt.plan_changes}) <= 1
-        if self.config.record_history and self.profile is not None and self.plan is not None and self._orchestrator is not None and trained and one_plan:
+        if self.config.record_history and self.profile is not None and self.plan is not None and self._orchestrator is not None:
             try:
-                meter = self._meter
-                if meter is None:
-                    from .monitor import measure_load
-
-                    met = measure_load(0.0)
-                else:
-                    meter.__exit__(None, None, None)
-                    met = meter.result.as_sample(self._orchestrator.hardware.logical_cpus)  # the load during the run
-                record = self._orchestrator.predictor.record
-                extra = {"energy": _run_energy(self.rt.epoch_records)} if _takes_energy(record) else {}
-                record(
-                    self.profile, self.plan, met, result["predicted_s"], result["actual_s"] or 0.0,
-                    run_id=self.run_id, status=status, epochs_done=len(self.rt.epoch_records), **extra,
-                )
+                self._record_end(status, result, learn=trained and one_plan)
             except Exception:
                 pass  # learning is best-effort; the run's own result must still come out
         self.finished = ev.RunFinished(self.run_id, status, message, result)

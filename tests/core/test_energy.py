@@ -192,6 +192,16 @@ def test_power_per_plan_is_estimated_until_measured_runs_calibrate_it() -> None:
     assert two.watts == 30.0 and "scaled to 2 thread(s)" in two.source
 
 
+def test_estimated_runs_say_how_many_cores_a_plan_kept_busy() -> None:
+    power = PlanPower(PowerFigures(5.0, "est.: 5 W per busy core"), logical_cpus=2)
+    plan = Plan("cpu", threads=2)
+    power.learn(plan, 12.0, "est.: 5 W per busy core x CPU time", 2.0)  # 1.2 cores busy on average: 6 W
+    power.learn(plan, 99.0, "est.: 9 W per busy core (TRAINPILOT_CPU_WATTS_PER_CORE) x CPU time", 2.0)  # another figure: ignored
+    watts = power.watts(plan)
+    assert watts.watts == 6.0 and watts.estimated and "1 run(s) of this plan used" in watts.source
+    assert power.watts(Plan("cpu", threads=1)).watts == 5.0  # no run of it: the figure
+
+
 def test_annotate_puts_energy_beside_time() -> None:
     power = PlanPower(PowerFigures(5.0, "est.: 5 W per busy core"))
     p = annotate(prediction(Plan("cpu", threads=2), 3.0), power)
@@ -239,3 +249,90 @@ def test_energy_text_and_sum() -> None:
     assert total.joules == 3.0 and total.estimated
     assert Energy.recorded(5.0, "measured: NVML energy counter").text == "5.00 J"
     assert Energy(None, "nothing to read").text == "n/a: nothing to read"
+
+
+# ---------------------------------------------------------------- the agent's hook
+
+class FastestFirst:
+    """A calibrated-style predictor for the agent: FirstEstimate's times, decided by time."""
+
+    policy = "cost-model"
+
+    def __init__(self) -> None:
+        from trainpilot.estimate import FirstEstimate
+
+        self.inner = FirstEstimate(2, throughput=lambda threads: 5e9 * (1 + 0.8 * (threads - 1)))  # 2 threads 1.8x one
+
+    def predict(self, profile, plan, load):
+        return self.inner.predict(profile, plan, load)
+
+    def decide(self, profile, predictions, load, hardware):
+        best = min((p for p in predictions if p.predicted_s is not None), key=lambda p: p.predicted_s)
+        return Decision(best.plan, best.predicted_s, 0.7, ("fastest",), 0.1, policy="cost-model")
+
+    def record(self, *args, **kwargs):
+        pass
+
+
+@pytest.fixture(scope="module")
+def mlp_profile():
+    from trainpilot.workload import build_model, profile_model
+
+    return profile_model(build_model("mlp", (1, 28, 28), 10), (1, 28, 28), 10, 500, name="mlp", batch_size=64, epochs=1)
+
+
+@pytest.mark.parametrize("objective, threads", [("time", 2), ("energy", 1)])
+def test_agent_trace_shows_both_figures_and_chooses_by_objective(objective: str, threads: int, mlp_profile) -> None:
+    from trainpilot.agent import HardwareOrchestrator, load_from_state
+    from trainpilot.hardware import HardwareInfo
+    from trainpilot.plans import Availability
+
+    hardware = HardwareInfo("test", "Linux", "x86_64", "test cpu", 2, 2, 8 << 30, {
+        "cpu": Availability(True), "ane": Availability(False, "not Apple Silicon"), "mps": Availability(False, "not macOS"),
+        "cuda": Availability(False, "no CUDA device found")})
+    agent = HardwareOrchestrator(predictor=FastestFirst(), hardware=hardware, objective=objective)
+    result = agent.plan(mlp_profile, load_from_state({"cpu_utilization": 0.0}, 2))
+    per_plan = [s.text for s in result.steps if s.text.startswith("cpu (") and "predicted" in s.text]
+    assert len(per_plan) == 2 and all(" J est. (" in t for t in per_plan)  # time and joules for every plan
+    assert result.decision.plan.threads == threads  # 1 thread: 1/1.8 the speed at half the power
+    assert f"objective {objective}" in result.steps[-1].text
+
+
+# ---------------------------------------------------------------- power measured by calibrate
+
+class SteadyCounter:
+    """A measured source drawing a steady 20 W: what a RAPL package reads under a steady load."""
+
+    estimated, poll_interval_s, source = False, 30.0, "measured: test counter"
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def read_j(self) -> float:
+        return 20.0 * (time.monotonic() - self.t0)
+
+    def close(self) -> None: ...
+
+
+def test_calibrate_measures_power_per_plan_and_the_agent_uses_it(tmp_path: Path) -> None:
+    from trainpilot.energy.power_calibration import load_power, measure_power, save_power
+
+    plans = [Plan("cpu", threads=1), Plan("cpu", threads=2), Plan("cpu", threads=2, mode="compiled")]
+    burned: list[Plan] = []
+    power, why = measure_power(plans, "box", seconds=0.1, meter_for=lambda plan: EnergyMeter([SteadyCounter()]),
+                               burn=lambda plan, s: (burned.append(plan), time.sleep(s)))
+    assert why == "" and power is not None and burned == plans[:2]  # compiled shares eager's draw
+    assert set(power.watts) == {"cpu:1", "cpu:2"} and all(w == pytest.approx(20.0, rel=0.2) for w in power.watts.values())
+    save_power(power, tmp_path)
+    model = PlanPower.for_machine(None, "box", 2, figures=PowerFigures(5.0, "est.: 5 W"), calibration_dir=tmp_path)
+    two = model.watts(Plan("cpu", threads=2, mode="compiled"))
+    assert not two.estimated and two.source == "measured: test counter, calibration" and two.watts == power.watts["cpu:2"]
+    assert load_power(tmp_path, "other machine") is None
+
+
+def test_calibrate_measures_nothing_where_energy_is_only_estimated() -> None:
+    from trainpilot.energy.power_calibration import measure_power
+
+    power, why = measure_power([Plan("cpu", threads=1)], "box", seconds=0.01,
+                               meter_for=lambda plan: open_meter(plan, powercap_root="/nonexistent", apple=None))
+    assert power is None and "nothing measures energy here" in why and "est.:" in why

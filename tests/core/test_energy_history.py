@@ -46,3 +46,14 @@ def test_an_old_database_without_the_columns_keeps_working(tmp_path: Path) -> No
     columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(runs)")}
     assert {"energy_j", "energy_source"} <= columns
     History(path)  # opening again finds the columns there: nothing to add, no error
+
+
+def test_measured_runs_in_the_history_calibrate_the_power_per_plan(tmp_path: Path) -> None:
+    from trainpilot.energy import PlanPower, PowerFigures
+
+    history = History(tmp_path / "h.sqlite3")
+    history.add(record("a", energy_j=22.0, energy_source="measured: RAPL package"))  # 20 W over 1.1 s
+    history.add(record("b", energy_j=99.0, energy_source="est.: 5 W per busy core x CPU time"))
+    power = PlanPower.for_machine(history, "m", 2, figures=PowerFigures(5.0, "est.: 5 W per busy core"))
+    one = power.watts(Plan("cpu", threads=1))
+    assert one.watts == 20.0 and one.source == "measured: RAPL package, 1 run(s) of this plan" and not one.estimated

@@ -132,12 +132,15 @@ async def test_new_run_from_the_picker_stops_the_current_run_and_starts_the_chos
         await wait_until(pilot, lambda: "no such file or directory" in str(picker.query_one("#problem").render()))
         picker.query_one("#dataset").value = ""
         picker.query_one("#epochs").value = "1"
+        assert picker.query_one("#objective").value == "time"  # the objective is shown, and can be changed
+        picker.query_one("#objective").value = "energy"
         picker.query_one("#epochs").focus()
         await pilot.press("enter")  # submitting from the keyboard works too
         await wait_until(pilot, lambda: len(factory.sessions) == 2, what="the second run")
         assert factory.sessions[0].stop_reason == "new run"
         assert factory.sessions[0].finished.status == "interrupted"
         assert factory.last.config.epochs == 1 and factory.last.config.resume is None
+        assert factory.last.config.objective == "energy"
         factory.last.release()
         await wait_until(pilot, lambda: app.main.run_panel.state == "success")
         assert len(app.main.run_panel.epochs) == 1

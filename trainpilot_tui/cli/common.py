@@ -13,7 +13,7 @@ EXIT_USAGE = 2
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
-BACKEND_CHOICES = ("auto", "cpu", "ane", "mps", "cuda")
+BACKEND_CHOICES = ("auto", "cpu", "ane", "mps", "cuda", "split")
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:

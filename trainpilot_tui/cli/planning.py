@@ -63,6 +63,7 @@ def plan_command(
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Plan for a described machine instead of this one: a hardware profile (.toml, see profiles/)."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Predict a multi-machine run instead: a cluster file (.toml: nodes, ranks per node, link; see profiles/clusters/) — compute per rank plus the gradient all-reduce, against the best single node."),
     objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
     as_json: bool = typer.Option(False, "--json", help='Print {"chosen": ..., "plans": [...], "observation": ...} on stdout.'),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
@@ -85,6 +86,13 @@ def plan_command(
     from trainpilot.predict.planning import plan_job
 
     config: Any = {"name": model, "layers": layers} if layers else model
+    if cluster is not None:
+        if hardware is not None:
+            usage_error("--cluster names its machines itself; it does not go with --hardware")
+        from .cluster import cluster_command
+
+        cluster_command(cluster, config, dataset, epochs=epochs, batch_size=batch_size, as_json=as_json)
+        return
     try:
         with _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
             report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective)
@@ -142,12 +150,13 @@ def history_command(
     all_machines: bool = typer.Option(False, "--all-machines", help="Include runs recorded on other machines."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as a JSON list on stdout."),
 ) -> None:
-    """List past runs with predicted vs actual time and the prediction error."""
+    """List runs (from their start: running, crashed ones with their resume command) with predicted vs actual time and the error."""
     if limit < 1:
         usage_error("--limit must be at least 1")
     from trainpilot.hardware import probe
     from trainpilot.paths import history_db_path
     from trainpilot.predict.history import History, HistoryUnavailable
+    from trainpilot.runlog import RESUMABLE, checkpoint_exists, effective_status, newest_attempts, resume_command
 
     try:
         history = History(history_db_path())
@@ -158,8 +167,11 @@ def history_command(
     stderr = stderr_console()
     for notice in history.notices:
         stderr.print(f"[yellow]note:[/] {notice}")
+    # A "running" row whose process is gone crashed; a run's newest attempt with a checkpoint can be resumed.
+    statuses = {r.id: effective_status(r) for r in runs}
+    resumable = {r.id for r in newest_attempts(runs) if statuses[r.id] in RESUMABLE and checkpoint_exists(r.run_id)}
     if as_json:
-        print_json([r.to_dict() for r in runs])
+        print_json([dict(r.to_dict(), status=statuses[r.id], resume_command=resume_command(r.run_id) if r.id in resumable else None) for r in runs])
         return
     if not runs:
         stderr.print(f"no runs recorded yet in {history.path}")
@@ -168,14 +180,23 @@ def history_command(
     from rich.table import Table
 
     table = Table(show_edge=False)
-    for column in ("run", "when", "model", "plan", "busy cores", "predicted", "actual", "error", "energy", "status"):
+    table.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in runs))  # the id to pass to --resume, whole
+    for column in ("when", "model", "plan", "busy cores", "predicted", "actual", "error", "epochs", "energy", "status"):
         table.add_column(column)
     for r in runs:
         err = f"{r.error:+.0%}" if r.error is not None else "-"
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.recorded_at))
-        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), _seconds(r.actual_s), err,
-                      _energy(r.energy_j, r.energy_source), r.status)
-    Console(highlight=False).print(table)
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at or r.recorded_at))
+        status = statuses[r.id]
+        if status in ("running", "crashed"):  # no actual time yet: say how far its checkpoints got
+            status += f", checkpoint after epoch {r.checkpoint_epoch}" if r.checkpoint_epoch else ", no checkpoint yet"
+        actual = _seconds(r.actual_s) if r.actual_s > 0 else "-"
+        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), actual, err, f"{r.epochs_done}/{r.epochs}",
+                      _energy(r.energy_j, r.energy_source), status)
+    console = Console(highlight=False)
+    console.print(table)
+    for r in runs:
+        if r.id in resumable:
+            console.print(f"{r.run_id} {statuses[r.id]}: resume with `{resume_command(r.run_id)}`", soft_wrap=True, markup=False)
 
 
 @app.command("calibrate")
@@ -200,16 +221,42 @@ def calibrate_command(
         title = "measuring torch.compile" if compile else "calibrating" + (" (quick)" if quick else "")
         with _progress_bar(title, quiet) as progress:
             calibration = model.calibrate_compile(progress=progress) if compile else model.calibrate(progress=progress, quick=quick)
+        power, no_power = (None, "") if compile else _calibrate_power(model, quiet)
     except OSError as exc:
         fail(f"cannot store the calibration: {exc.strerror or exc}")
     except RuntimeError as exc:  # torch.compile cannot run here (no compiler), or compiling failed
         fail(str(exc))
     if as_json:
-        print_json(calibration.to_dict())
+        data = calibration.to_dict()
+        if not compile:
+            data["power"] = power.to_dict() if power is not None else {"not_measured": no_power}
+        print_json(data)
         return
     _print_calibration(calibration, model)
+    if not compile:
+        _print_power(power, no_power)
     if calibration.compile is not None:
         _print_compile(calibration.compile)
+
+
+def _calibrate_power(model: Any, quiet: bool) -> tuple[Any, str]:
+    """Power per plan where RAPL/NVML measure it (energy/power_calibration.py); about a second a plan."""
+    from trainpilot.energy.power_calibration import calibrate_power
+
+    with _progress_bar("measuring power", quiet) as progress:
+        return calibrate_power(model, progress=progress)
+
+
+def _print_power(power: Any, why: str) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if power is None:
+        console.print(f"power per plan: not measured — {why}")
+        return
+    plans = ", ".join(f"{key} {watts:.1f} W" for key, watts in power.watts.items())
+    idle = f"; idle {power.idle_w:.1f} W" if power.idle_w is not None else ""
+    console.print(f"power per plan ({power.source}): {plans}{idle}")
 
 
 def _print_calibration(calibration: Any, model: Any) -> None:

@@ -36,7 +36,8 @@ class StderrProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.progress.stop()
+        if not self.quiet:  # stopping a bar never started still prints a newline before the `error:` line
+            self.progress.stop()
 
     def _line(self, text: str) -> None:
         if not self.quiet:

@@ -28,6 +28,10 @@ def get_backend(name: str) -> Backend:
         from .ane import AneBackend
 
         return AneBackend()
+    if name == "split":  # several workers at once (hetero/); offered by the agent beside BACKEND_NAMES
+        from .split import SplitBackend
+
+        return SplitBackend()
     raise KeyError(f"unknown backend '{name}' (choose from {', '.join(BACKEND_NAMES)})")
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -113,8 +114,6 @@ class EnergyMeter:
         return self
 
     def _poll(self) -> None:
-        import time
-
         due: dict[int, float] = {}
         while not self._stop.is_set():
             now = time.monotonic()

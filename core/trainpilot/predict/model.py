@@ -14,8 +14,6 @@ documented rule cascade (`estimate.py`), so the agent always has an answer.
 from __future__ import annotations
 
 import logging
-import math
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -285,6 +283,10 @@ class CostModel:
         if self.is_described:
             detail["note"] = DESCRIBED_MARK
             detail["machine"] = self.calibration.described
+        if plan.workers:  # a split plan: its shares and per-worker figures, for the trace
+            from ..hetero.split_cost import split_detail
+
+            detail["split"] = split_detail(feats, plan, busy, self.calibration)
         return PlanPrediction(plan, run_s, source=source, detail=detail)
 
     def _drift(self, busy: float) -> Drift:
@@ -330,7 +332,7 @@ class CostModel:
         shift = prediction.detail.get("drift", {})
         compiling = prediction.detail.get("breakdown_s", {}).get("compile")
         drifted = shift.get("recent_runs") and abs(shift.get("factor", 1.0) - 1.0) >= 0.01
-        notes = (f"; compiling takes ~{compiling:.1f}s of it" if compiling else "") + (
+        notes = (f"; compiling takes ~{compiling:.1f}s of it" if compiling else "") + prediction.detail.get("split", {}).get("note", "") + (
             f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran" if drifted else "")
         if prediction.source != "history":
             if prediction.source != "roofline":
@@ -386,6 +388,9 @@ class CostModel:
             f"confidence {confidence:.2f}: {'a ' + format(margin, '.0%') + ' margin' if margin is not None else 'a single plan'}"
             f" against a measured error of +-{sigma:.0%} for this kind of workload ({evidence:.0f} comparable past predictions)"
         )
+        from ..hetero.split_cost import why_not_split
+
+        lines.extend(why_not_split(timed, best))
         spoke = "history" if best.source == "history" else "roofline"
         lines.append(f"{spoke} spoke: choose {best.plan.label}, {best.predicted_s:.2f}s predicted")
         return Decision(best.plan, best.predicted_s, confidence, tuple(lines), margin, policy=self.policy)
@@ -402,32 +407,30 @@ class CostModel:
         status: str,
         epochs_done: int,
         energy: Any = None,
+        row_id: int | None = None,
     ) -> None:
         """Store the run and learn from it. Never raises: a run must not fail because its
-        history could not be written. `energy`: the run's `energy.Energy` (joules and source)."""
+        history could not be written. `energy`: the run's `energy.Energy` (joules and source).
+        `row_id`: the history row written when the run started (runlog.RunLog), which this
+        finishes instead of adding a row."""
         if self.is_described:
             return  # this machine's timings say nothing about the described one
         try:
             if self.history is None:
                 return
-            rec = RunRecord(
-                run_id=run_id,
-                recorded_at=time.time(),
-                machine_id=self.machine_id,
-                footprint=profile.footprint,
-                profile=profile.to_dict(),
-                plan=plan,
-                busy_cores=_busy(load),
-                cpu_percent=float(getattr(load, "cpu_percent", 0.0) or 0.0),
-                predicted_s=None if predicted_s is None or not math.isfinite(predicted_s) else float(predicted_s),
-                actual_s=float(actual_s),
-                status=status,
-                epochs=int(profile.epochs),
-                epochs_done=int(epochs_done),
+            from ..runlog import run_record
+
+            rec = replace(
+                run_record(run_id=run_id, machine_id=self.machine_id, profile=profile, plan=plan, load=load,
+                           predicted_s=predicted_s, actual_s=actual_s, status=status, epochs_done=epochs_done),
                 energy_j=getattr(energy, "joules", None),
                 energy_source=getattr(energy, "source", None),
             )
-            rid = self.history.add(rec)
+            if row_id is None:
+                rid = self.history.add(rec)
+            else:
+                self.history.finish(row_id, rec)
+                rid = row_id
             if self._observations is not None and self.calibration is not None:
                 new = observe([replace(rec, id=rid)], self.calibration)
                 if new:

@@ -64,7 +64,7 @@ def plan_job(
 ) -> dict[str, Any]:
     """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}.
     `objective`: time | energy | edp, what the choice minimises (energy/objective.py)."""
-    from ..energy import PlanPower, annotate, check_objective, choose
+    from ..energy import PlanPower, annotate, check_objective, choose, figures_text
     from ..monitor import measure_load
 
     check_objective(objective)
@@ -85,7 +85,8 @@ def plan_job(
         decision = choose(predictions, objective, cost.decide(profile, predictions, load, {}))
         thinking = time.perf_counter() - start
         observation: dict[str, Any] = {"described_machine": target.to_dict(), "assumed_load": "idle", "note": DESCRIBED_MARK}
-        trace = list(decision.reasoning)
+        trace = [f"{p.plan.label}: " + (f"predicted {figures_text(p)} ({p.detail.get('energy_source')})" if p.predicted_s is not None
+                                          else f"excluded — {p.excluded_reason}") for p in predictions] + list(decision.reasoning)
     else:
         from ..agent import HardwareOrchestrator, observe_hardware
         from ..hardware import probe

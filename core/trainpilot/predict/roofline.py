@@ -97,6 +97,10 @@ def estimate(features: WorkFeatures, plan: Plan, busy_cores: float, calibration:
     """Whole-run seconds for `plan`, or None when calibration has nothing for its backend."""
     if plan.is_compiled:
         return _compiled_estimate(features, plan, busy_cores, calibration)
+    if plan.workers:  # several workers share each batch (hetero/split_cost.py)
+        from ..hetero.split_cost import split_estimate
+
+        return split_estimate(features, plan, busy_cores, calibration)
     cal = calibration.for_plan(plan)
     if cal is None:
         return None

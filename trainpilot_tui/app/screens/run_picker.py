@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
+from trainpilot.energy.objective import OBJECTIVES
 from trainpilot.session import SessionConfig
 
 
@@ -27,7 +28,7 @@ def model_name(config: SessionConfig) -> str:
     return config.model if isinstance(config.model, str) else str(config.model.get("name", "small_cnn"))
 
 
-def check_choice(model: str, dataset: str, epochs: str, base: SessionConfig) -> SessionConfig | str:
+def check_choice(model: str, dataset: str, epochs: str, base: SessionConfig, objective: str | None = None) -> SessionConfig | str:
     """The new config, or a one-line problem."""
     dataset = dataset.strip()
     if dataset and dataset != "demo" and not Path(dataset).expanduser().exists():
@@ -38,7 +39,7 @@ def check_choice(model: str, dataset: str, epochs: str, base: SessionConfig) -> 
         return f"epochs must be a whole number, got '{epochs}'"
     if count < 1:
         return "epochs must be at least 1"
-    return replace(base, model=model, dataset=dataset or None, epochs=count, resume=None, run_id=None)
+    return replace(base, model=model, dataset=dataset or None, epochs=count, resume=None, run_id=None, objective=objective or base.objective)
 
 
 class RunPicker(ModalScreen[SessionConfig | None]):
@@ -62,6 +63,8 @@ class RunPicker(ModalScreen[SessionConfig | None]):
             yield Input(value=self.config.dataset or "", placeholder="demo", id="dataset")
             yield Label("Epochs", classes="field")
             yield Input(value=str(self.config.epochs), type="integer", id="epochs")
+            yield Label("Objective: what the agent minimises (energy is estimated, est., where nothing measures it)", classes="field")
+            yield Select([(name, name) for name in OBJECTIVES], value=self.config.objective, allow_blank=False, id="objective")
             yield Label("", id="problem")
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel")
@@ -78,7 +81,8 @@ class RunPicker(ModalScreen[SessionConfig | None]):
 
     def _submit(self) -> None:
         model = str(self.query_one("#model", Select).value)
-        result = check_choice(model, self.query_one("#dataset", Input).value, self.query_one("#epochs", Input).value, self.config)
+        result = check_choice(model, self.query_one("#dataset", Input).value, self.query_one("#epochs", Input).value, self.config,
+                              str(self.query_one("#objective", Select).value))
         if isinstance(result, str):
             self.query_one("#problem", Label).update(result)
             return

@@ -1,0 +1,56 @@
+"""`headless run --backend split` end to end, and `headless plan --cluster`: table, --json, and a
+bad file as one error line with exit 2."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trainpilot_tui.cli import app
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+TWO_GPUS = str(ROOT / "profiles" / "clusters" / "two-rtx4090-10gbe.toml")
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("data")
+    assert runner.invoke(app, ["headless", "make-dataset", str(directory), "--samples", "300"]).exit_code == 0
+    return directory
+
+
+def test_run_on_the_split_backend(dataset_dir) -> None:
+    result = runner.invoke(app, ["headless", "run", "-m", "small_cnn", "-d", str(dataset_dir), "-e", "1", "--backend", "split", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "success" and data["plan"] == {"backend": "split", "threads": None, "device": None, "mode": "cpu:1+cpu:1"}
+    history = runner.invoke(app, ["headless", "history", "--json"])
+    assert json.loads(history.stdout)[0]["plan"]["mode"] == "cpu:1+cpu:1"
+
+
+def test_plan_cluster_table_and_json() -> None:
+    table = runner.invoke(app, ["headless", "plan", "--cluster", TWO_GPUS, "-m", "mlp"])
+    assert table.exit_code == 0, table.output
+    assert "all-reduce of" in table.stdout and "scaling out" in table.stdout and "RTX 4090" in table.stdout
+    result = runner.invoke(app, ["headless", "plan", "--cluster", TWO_GPUS, "-m", "mlp", "--json"])
+    data = json.loads(result.stdout)
+    assert data["cluster"]["ranks"] == 2 and len(data["ranks"]) == 2 and isinstance(data["scaling_pays"], bool)
+    assert data["step_s"] == pytest.approx(max(r["compute_s"] for r in data["ranks"]) + data["allreduce_s"])
+
+
+def test_bad_cluster_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[link]\nbandwidth_gb_per_s = 1\nlatency_us = 1\n[[nodes]]\nprofile = "apple-m2"\nranks = 0\n')
+    result = runner.invoke(app, ["headless", "plan", "--cluster", str(bad)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [f"error: {bad}: 'nodes[0].ranks' must be at least 1, got 0"]
+    both = runner.invoke(app, ["headless", "plan", "--cluster", TWO_GPUS, "--hardware", "apple-m2"])
+    assert both.exit_code == 2 and "does not go with --hardware" in both.stderr
+
+
+def test_this_machine_in_a_cluster_needs_a_calibration() -> None:
+    result = runner.invoke(app, ["headless", "plan", "--cluster", str(ROOT / "profiles" / "clusters" / "this-and-m2-1gbe.toml")])
+    assert result.exit_code == 1 and "not calibrated" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,58 @@
+"""`trainpilot headless plan --cluster FILE`: the scale-out prediction as a table or --json.
+Thin: the answer is `trainpilot.hetero.cluster.plan_cluster`'s. A bad cluster file is a usage
+error (exit 2, one line naming the file and the key); a prediction that cannot be made exits 1."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .common import EXIT_USAGE, fail, print_json
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
+
+
+def cluster_command(path: str, model: Any, dataset: Optional[str], *, epochs: int, batch_size: int, as_json: bool) -> None:
+    from trainpilot.errors import ConfigError, TrainPilotError
+    from trainpilot.hetero.cluster import load_cluster, plan_cluster
+    from trainpilot.predict.planning import profile_job
+
+    try:
+        cluster = load_cluster(path)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    try:
+        profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
+        report = plan_cluster(cluster, profile)
+    except (TrainPilotError, ValueError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{getattr(exc, 'filename', None) or 'data directory'}: {exc.strerror or exc}")
+    if as_json:
+        print_json(report)
+        return
+    _print(report)
+
+
+def _print(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    c, w = report["cluster"], report["workload"]
+    link = c["link"]
+    console.print(f"[bold]{c['name']}[/]: {c['ranks']} rank(s), link {link['bandwidth_bytes_per_s'] / 1e9:.3g} GB/s,"
+                  f" {link['latency_s'] * 1e6:.0f} µs — {w['model']}, batch {w['batch_size']}, {w['epochs']} epoch(s)")
+    table = Table(show_edge=False)
+    for column in ("rank", "node", "machine", "plan", "share", "compute / step"):
+        table.add_column(column)
+    for r in report["ranks"]:
+        table.add_row(str(r["rank"]), str(r["node"]), r["machine"], r["label"], str(r["share"]), _ms(r["compute_s"]))
+    console.print(table)
+    console.print(f"all-reduce of {report['gradient_bytes'] / 2**20:.2f} MiB of gradients per step: {_ms(report['allreduce_s'])}"
+                  f" (ring over {c['ranks']} ranks); step {_ms(report['step_s'])}; run predicted {report['predicted_s']:.2f} s")
+    for node in report["single_nodes"]:
+        console.print(f"  alone, node {node['node']} ({node['machine']}, {node['label']}): {node['predicted_s']:.2f} s")
+    console.print(f"[bold]{report['verdict']}[/]")
+    for note in report["notes"]:
+        console.print(f"[dim]note: {note}[/]")
