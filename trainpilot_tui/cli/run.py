@@ -14,8 +14,8 @@ from .common import BACKEND_CHOICES, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, fail, p
 
 from trainpilot.session import DEFAULT_EPOCHS  # light: the session module imports torch lazily
 MODEL_HELP = (
-    "Model: small_cnn, large_dense, rnn, mlp, or path/to/file.py:ClassName (an nn.Module with a no-argument"
-    " constructor). A model file is Python code and runs with your rights, like `python file.py`."
+    "Model: small_cnn, wide_cnn, large_dense, rnn, mlp, or path/to/file.py:ClassName (an nn.Module whose constructor takes no arguments"
+    "). A model file is Python code and runs with your rights, like `python file.py`."
 )
 OBJECTIVE_HELP = (
     "What the agent minimises: time (seconds), energy (joules: measured by RAPL/NVML where the machine allows,"
