@@ -53,7 +53,7 @@ class CompressConfig:
     timing_batch: int | None = None  # the batch whose step time counts (default batch_size)
     dense_epochs: float = 24.0
     finetune_steps: int = 30  # per search episode
-    deploy_epochs: float = 6.0
+    deploy_epochs: float = 12.0
     search_repeats: int = 5  # measured steps per model per episode
     deploy_repeats: int = 21
     max_sparsity: float = DEFAULT_MAX_SPARSITY
