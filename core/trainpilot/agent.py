@@ -68,6 +68,7 @@ def observe_hardware(hardware: "HardwareInfo", load: "UtilizationSample") -> dic
         "ane_available": hardware.backends.get("ane", Availability(False)).available,
         "cpu_utilization": round(load.cpu_percent / 100.0, 4),
         "busy_cores": round(load.busy_cores, 2),
+        "ui_cores": round(getattr(load, "ui_cores", 0.0), 3),  # of busy_cores: this process's own UI
         "per_core": [round(v, 1) for v in load.per_core],
         "logical_cpus": hardware.logical_cpus,
         "memory_percent": load.memory_percent,
@@ -85,12 +86,16 @@ class HardwareOrchestrator:
         hardware: "HardwareInfo | None" = None,
         on_step: Callable[[AgentStep], None] | None = None,
         backends: Callable[[str], Any] | None = None,
+        described_machine: Any = None,
         objective: str = "time",
     ):
+        """`described_machine`: a shipped profile name, .toml path or TargetMachine on which
+        `predict_performance` predicts backends this machine lacks (default: described.DESCRIBED_FOR)."""
         from .backends import get_backend
         from .hardware import probe
 
         self.backends = backends or get_backend  # name -> Backend
+        self.described_machine = described_machine
 
         self.hardware = hardware or probe()
         self.predictor: Predictor = predictor or default_predictor(self.hardware)
@@ -138,7 +143,7 @@ class HardwareOrchestrator:
         text = (
             f"workload {get('model', 'model')}: {int(get('params', 0)):,} params, {get('layers', '?')} layers,"
             f" {float(get('flops_per_sample', 0.0)) / 1e6:.1f} MFLOP/sample, {get('dataset_size', '?')} samples;"
-            f" CPU {util:.0%} busy, ANE {'available' if hardware_state.get('ane_available') else 'unavailable'}"
+            f" CPU {util:.0%} busy{_ui_part(hardware_state)}, ANE {'available' if hardware_state.get('ane_available') else 'unavailable'}"
         )
         return self._step("observe", text, data={"hardware": self.hardware_state})
 
@@ -160,20 +165,38 @@ class HardwareOrchestrator:
         return result.decision.plan.backend
 
     def predict_performance(self, profile: "dict[str, Any] | WorkloadProfile", backend: str) -> float:
-        """Predicted seconds for the whole run on `backend`'s best plan (first estimate or cost model).
-        Raises ValueError when there is no estimate for that backend on this machine."""
+        """Predicted seconds for the whole run on `backend`'s best plan here (first estimate or cost
+        model). A backend this machine lacks (the seed's README asks for the ANE on any machine) is
+        predicted on a described machine that has it (described.py: an Apple M2 for the ANE and
+        MPS, by default); the figure says so in its `note`, its `machine` and the agent's trace.
+        Returns a `described.PredictedSeconds` (a float). Raises ValueError only when no machine,
+        here or described, can run `backend` for this workload."""
+        from .described import PredictedSeconds, predict_described
+
         prof = _as_profile(profile)
         load = load_from_state(self.hardware_state or {}, self.hardware.logical_cpus)
-        best = None
+        best: tuple[float, Plan] | None = None
+        why_not = None
         for plan, avail in self.candidate_plans(prof, backends=[backend]):
             if not avail:
+                why_not = why_not or avail.reason
                 continue
             prediction = self.predictor.predict(prof, plan, load)
-            if prediction.predicted_s is not None and (best is None or prediction.predicted_s < best):
-                best = prediction.predicted_s
-        if best is None:
-            raise ValueError(f"no time estimate for backend '{backend}' on this machine")
-        return best
+            if prediction.predicted_s is not None and (best is None or prediction.predicted_s < best[0]):
+                best = (prediction.predicted_s, plan)
+        if best is not None:
+            return PredictedSeconds(best[0], "this machine", best[1].label)
+        try:
+            figure = predict_described(prof, backend, self.described_machine)
+        except ValueError as exc:
+            raise ValueError(f"no time estimate for backend '{backend}': not here ({why_not or 'no estimate'}), and {exc}") from None
+        self._step(
+            "think",
+            f"{figure.plan}: predicted {fmt_s(figure)} on the described machine {figure.machine} ({figure.note};"
+            f" not on this machine: {why_not or 'no estimate here'})",
+            data={"backend": backend, "predicted_s": float(figure), "described_machine": figure.machine, "note": figure.note, "plan_label": figure.plan},
+        )
+        return figure
 
     def act(self, backend: str, environment: Any) -> dict[str, Any]:
         """Train in `environment` on `backend`. An unavailable backend falls back to the CPU, says so
@@ -229,7 +252,9 @@ class HardwareOrchestrator:
                         "think",
                         f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)}; {prediction.detail.get('energy_source')})",
                         data={"plan": plan.to_dict(), "predicted_s": prediction.predicted_s, "source": prediction.source,
-                              "energy_j": prediction.detail.get("energy_j"), "energy_source": prediction.detail.get("energy_source")},
+                              "energy_j": prediction.detail.get("energy_j"), "energy_source": prediction.detail.get("energy_source"),
+                              "predicted_low_s": (prediction.detail.get("interval") or {}).get("low_s"),
+                              "predicted_high_s": (prediction.detail.get("interval") or {}).get("high_s")},
                     )
             predictions.append(prediction)
         decision_state = dict(state)
@@ -254,6 +279,11 @@ class HardwareOrchestrator:
         """Predicted power per plan (energy/plan_power.py), from the predictor's runs or figures;
         built at each plan(), so the runs finished since count."""
         return power_for(self.predictor, self.hardware.logical_cpus, self.hardware.machine_id)
+
+
+def _ui_part(state: dict[str, Any]) -> str:
+    ui = float(state.get("ui_cores", 0.0) or 0.0)
+    return f" (this app's own UI {ui:.2f} cores of it)" if ui >= 0.01 else ""
 
 
 def _as_profile(profile: "dict[str, Any] | WorkloadProfile") -> "WorkloadProfile":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import CheckpointError
+from .errors import CheckpointError, TrainPilotError
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -35,6 +35,25 @@ def restore_checkpoint(trainer: Any, state: dict[str, Any], model_name: str) -> 
         trainer.load_state_dict(state)
     except Exception as exc:
         raise CheckpointError(f"does not fit model {model_name} ({describe_exception(exc)})", state.get("loaded_from")) from exc
+
+
+LAST = "last"  # `--resume last`: the newest crashed or interrupted run of this host
+
+
+def resolve_run(resume: str) -> str:
+    """The run id (or checkpoint path) that `resume` names: itself, or for "last" the newest run
+    the history shows as crashed or interrupted, with a checkpoint (runlog.last_resumable)."""
+    if resume != LAST:
+        return resume
+    from .paths import history_db_path
+    from .predict.history import History, HistoryUnavailable
+    from .runlog import last_resumable
+
+    try:
+        history = History(history_db_path())
+    except (HistoryUnavailable, OSError) as exc:
+        raise TrainPilotError(f"cannot read the run history to find the last run: {exc}") from exc
+    return last_resumable(history)
 
 
 def checkpoint_path(resume: str) -> Path:

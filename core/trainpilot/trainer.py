@@ -51,6 +51,7 @@ class Trainer:
         self._inputs: Any = train.X
         self._order: np.ndarray | None = None
         self._order_epoch = -1
+        self._in_train_mode = False  # self.model's modules are in train mode (evaluation and plan switches clear it)
         self._runner: Any = None  # the plan's own forward+backward, when its backend has one
 
     @property
@@ -70,6 +71,7 @@ class Trainer:
         move_optimizer_state(self.optimizer, device)
         self.model, self._inputs = backend.adapt_job(self.full_model, self.train_set.X, plan)
         self.device, self.plan = device, plan
+        self._in_train_mode = False
         if self._runner is not None:
             self._runner.close()
         # a backend that runs the step itself (the split: several workers per batch) gives a runner
@@ -99,7 +101,9 @@ class Trainer:
         idx = order[step * self.batch_size : (step + 1) * self.batch_size]
         x = self._batch(self._inputs, idx).to(self.device, non_blocking=True)
         y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
-        self.model.train()
+        if not self._in_train_mode:  # train() walks every module: once per epoch, not at every step
+            self.model.train()
+            self._in_train_mode = True
         self.optimizer.zero_grad(set_to_none=True)
         if self._runner is not None:
             logits, loss = self._runner.forward_backward(self.model, self.loss_fn, x, y)
@@ -121,6 +125,7 @@ class Trainer:
             return None
         model = self.full_model
         model.eval()
+        self._in_train_mode = False
         correct = 0
         for start in range(0, len(data), 512):
             idx = np.arange(start, min(start + 512, len(data)))
@@ -156,6 +161,7 @@ class Trainer:
         self.plan, self.device = None, torch.device("cpu")
         self.full_model.load_state_dict(_clone(state["model_state"]), assign=True)
         self.model, self._inputs = self.full_model, self.train_set.X
+        self._in_train_mode = False
         self.optimizer = type(self.optimizer)(self.full_model.parameters(), **self.optimizer.defaults)
         self.optimizer.load_state_dict(_clone(state["optimizer_state"]))
         if isinstance(state.get("torch_rng"), torch.Tensor):

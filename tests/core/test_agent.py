@@ -82,8 +82,17 @@ def test_prediction_scales_with_epochs_and_data(cnn_profile):
     base = agent.predict_performance(cnn_profile, "cpu")
     doubled = agent.predict_performance(replace(cnn_profile, epochs=4), "cpu")
     assert doubled == pytest.approx(2 * base, rel=0.01)
-    with pytest.raises(ValueError, match="no time estimate for backend 'cuda'"):
-        agent.predict_performance(cnn_profile, "cuda")
+    # A backend this machine lacks is predicted on a described machine that has it, and says so.
+    cuda = agent.predict_performance(cnn_profile, "cuda")
+    assert cuda > 0 and cuda.described and cuda.machine == "Linux workstation, RTX 4090"
+    assert not base.described and base.machine == "this machine"
+
+
+def test_a_backend_no_machine_can_run_the_workload_on_raises_with_both_reasons():
+    agent = HardwareOrchestrator(predictor=estimate(), hardware=two_core_machine())
+    rnn = agent.profile_workload("rnn", 100)
+    with pytest.raises(ValueError, match="no time estimate for backend 'ane': not here .*Apple M2: recurrent layers"):
+        agent.predict_performance(rnn, "ane")
 
 
 def test_think_requires_observe():

@@ -192,6 +192,28 @@ def test_power_per_plan_is_estimated_until_measured_runs_calibrate_it() -> None:
     assert two.watts == 30.0 and "scaled to 2 thread(s)" in two.source
 
 
+def test_estimated_runs_say_how_many_cores_a_plan_kept_busy() -> None:
+    power = PlanPower(PowerFigures(5.0, "est.: 5 W per busy core"), logical_cpus=2)
+    plan = Plan("cpu", threads=2)
+    power.learn(plan, 12.0, "est.: 5 W per busy core x CPU time", 2.0)  # 1.2 cores busy on average: 6 W
+    power.learn(plan, 99.0, "est.: 9 W per busy core (TRAINPILOT_CPU_WATTS_PER_CORE) x CPU time", 2.0)  # another figure: ignored
+    watts = power.watts(plan)
+    assert watts.watts == 6.0 and watts.estimated and "1 run(s) of this plan used" in watts.source
+    assert power.watts(Plan("cpu", threads=1)).watts == 5.0  # no run of it: the figure
+
+
+def test_a_split_plan_is_metered_and_keyed_by_its_workers() -> None:
+    power = PlanPower(PowerFigures(5.0, "est.: 5 W per busy core"), logical_cpus=2)
+    split = Plan.split([Plan("cuda", device="cuda:0"), Plan("cpu", threads=1)])
+    watts = power.watts(split)
+    assert watts.watts == 250.0 + 5.0 + 5.0 and watts.estimated and watts.source.startswith("cuda: est.: 250 W")
+    power.learn(split, 100.0, "measured: RAPL package + NVML energy counter", 1.0)
+    assert power.watts(split).watts == 100.0 and power.watts(Plan.split([Plan("cpu", threads=1)] * 2)).watts == 10.0
+    meter = EnergyMeter([CpuTimeEstimate(5.0, "est.: 5 W")], figures=PowerFigures(5.0, "est.: 5 W"), nvml=None)
+    meter.cover(split)
+    assert meter.covers == {"cpu", "cuda"} and len(meter.sources) == 2
+
+
 def test_annotate_puts_energy_beside_time() -> None:
     power = PlanPower(PowerFigures(5.0, "est.: 5 W per busy core"))
     p = annotate(prediction(Plan("cpu", threads=2), 3.0), power)
@@ -264,19 +286,24 @@ class FastestFirst:
         pass
 
 
+@pytest.fixture(scope="module")
+def mlp_profile():
+    from trainpilot.workload import build_model, profile_model
+
+    return profile_model(build_model("mlp", (1, 28, 28), 10), (1, 28, 28), 10, 500, name="mlp", batch_size=64, epochs=1)
+
+
 @pytest.mark.parametrize("objective, threads", [("time", 2), ("energy", 1)])
-def test_agent_trace_shows_both_figures_and_chooses_by_objective(objective: str, threads: int) -> None:
+def test_agent_trace_shows_both_figures_and_chooses_by_objective(objective: str, threads: int, mlp_profile) -> None:
     from trainpilot.agent import HardwareOrchestrator, load_from_state
     from trainpilot.hardware import HardwareInfo
     from trainpilot.plans import Availability
-    from trainpilot.workload import build_model, profile_model
 
     hardware = HardwareInfo("test", "Linux", "x86_64", "test cpu", 2, 2, 8 << 30, {
         "cpu": Availability(True), "ane": Availability(False, "not Apple Silicon"), "mps": Availability(False, "not macOS"),
         "cuda": Availability(False, "no CUDA device found")})
-    profile = profile_model(build_model("mlp", (1, 28, 28), 10), (1, 28, 28), 10, 500, name="mlp", batch_size=64, epochs=1)
     agent = HardwareOrchestrator(predictor=FastestFirst(), hardware=hardware, objective=objective)
-    result = agent.plan(profile, load_from_state({"cpu_utilization": 0.0}, 2))
+    result = agent.plan(mlp_profile, load_from_state({"cpu_utilization": 0.0}, 2))
     per_plan = [s.text for s in result.steps if s.text.startswith("cpu (") and "predicted" in s.text]
     assert len(per_plan) == 2 and all(" J est. (" in t for t in per_plan)  # time and joules for every plan
     assert result.decision.plan.threads == threads  # 1 thread: 1/1.8 the speed at half the power

@@ -10,6 +10,7 @@ import torch
 from trainpilot import events as ev
 from trainpilot.checkpoint import load_checkpoint
 from trainpilot.data import demo_dataset, validate
+from trainpilot.plans import Plan
 from trainpilot.session import SessionConfig, TrainingSession, run_session
 
 
@@ -164,4 +165,6 @@ def test_history_learns_single_plan_runs_under_the_load_they_met(small_demo):
     session = TrainingSession(SessionConfig(model="mlp", epochs=1, batch_size=16, backend="cpu", threads=2), orchestrator=agent, dataset=small_demo)
     list(_steer_on_first_step(session, lambda s: s.override_backend("cpu", threads=1)))
     records = History(history_db_path()).records(agent.hardware.machine_id, 10)
-    assert len(records) == 1  # the run that switched plans mid-way taught nothing
+    # Both runs are in the history; the one that switched plans mid-way teaches nothing.
+    assert [(r.status, r.learn) for r in records] == [("success", False), ("success", True)]
+    assert records[1].plan == Plan("cpu", threads=1)

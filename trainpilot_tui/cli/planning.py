@@ -55,6 +55,12 @@ def _seconds(value: Optional[float]) -> str:
     return f"{value / 60:.1f} min"
 
 
+def _range(value: Optional[float], low: Optional[float], high: Optional[float]) -> str:
+    from trainpilot.units import seconds_range
+
+    return seconds_range(value, low, high) if value is not None else "-"
+
+
 @app.command("plan")
 def plan_command(
     model: str = typer.Option("small_cnn", "--model", "-m", help=MODEL_HELP),
@@ -127,18 +133,20 @@ def _print_plan(report: dict[str, Any]) -> None:
             table.add_row(row["label"], "-", "-", "excluded", "", f"[dim]{row['excluded'] or 'no estimate'}[/]")
             continue
         err = f"{row['relative_error']:.0%}" if row.get("relative_error") is not None else ""
-        table.add_row(row["label"], _seconds(row["predicted_s"]), _energy(row.get("energy_j"), row.get("energy_source")), row["source"], err,
+        table.add_row(row["label"], _range(row["predicted_s"], row.get("predicted_low_s"), row.get("predicted_high_s")), _energy(row.get("energy_j"), row.get("energy_source")), row["source"], err,
                       "[bold green]chosen[/]" if row["chosen"] else "")
     console.print(table)
-    sources = sorted({row["energy_source"] for row in report["plans"] if row.get("energy_source")})
+    console.print("[dim]predicted: the time and its 80 % interval, from how far this kind of prediction (cold / warm) has missed here[/]")
+    # The figure each estimate starts from, once (rows differ only by their thread count).
+    sources = sorted({row["energy_source"].split(" x ")[0] for row in report["plans"] if row.get("energy_source")})
     if sources:
         console.print("[dim]energy from: " + "; ".join(sources) + "[/]")
     chosen = report["chosen"]
     margin = f", {chosen['margin']:.0%} ahead of the next plan" if chosen.get("margin") is not None else ""
+    energy = f", {_energy(chosen.get('energy_j'), chosen.get('energy_source'))}" if chosen.get("energy_j") is not None else ""
     console.print(
-        f"choice: [bold]{chosen['label']}[/], predicted {_seconds(chosen['predicted_s'])}{margin},"
-        f"{', ' + _energy(chosen.get('energy_j'), chosen.get('energy_source')) if chosen.get('energy_j') is not None else ''}"
-        f" — objective {report.get('objective', 'time')}, confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
+        f"choice: [bold]{chosen['label']}[/], predicted {_range(chosen['predicted_s'], chosen.get('predicted_low_s'), chosen.get('predicted_high_s'))}{energy}{margin}"
+        f" (objective {report.get('objective', 'time')}), confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
     )
     for line in report["reasoning"]:
         console.print(f"  [dim]{line}[/]")
@@ -150,12 +158,13 @@ def history_command(
     all_machines: bool = typer.Option(False, "--all-machines", help="Include runs recorded on other machines."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as a JSON list on stdout."),
 ) -> None:
-    """List past runs with predicted vs actual time and the prediction error."""
+    """List runs (from their start: running, crashed ones with their resume command) with predicted vs actual time and the error."""
     if limit < 1:
         usage_error("--limit must be at least 1")
     from trainpilot.hardware import probe
     from trainpilot.paths import history_db_path
     from trainpilot.predict.history import History, HistoryUnavailable
+    from trainpilot.runlog import RESUMABLE, checkpoint_exists, effective_status, newest_attempts, resume_command
 
     try:
         history = History(history_db_path())
@@ -166,8 +175,11 @@ def history_command(
     stderr = stderr_console()
     for notice in history.notices:
         stderr.print(f"[yellow]note:[/] {notice}")
+    # A "running" row whose process is gone crashed; a run's newest attempt with a checkpoint can be resumed.
+    statuses = {r.id: effective_status(r) for r in runs}
+    resumable = {r.id for r in newest_attempts(runs) if statuses[r.id] in RESUMABLE and checkpoint_exists(r.run_id)}
     if as_json:
-        print_json([r.to_dict() for r in runs])
+        print_json([dict(r.to_dict(), status=statuses[r.id], resume_command=resume_command(r.run_id) if r.id in resumable else None) for r in runs])
         return
     if not runs:
         stderr.print(f"no runs recorded yet in {history.path}")
@@ -176,14 +188,23 @@ def history_command(
     from rich.table import Table
 
     table = Table(show_edge=False)
-    for column in ("run", "when", "model", "plan", "busy cores", "predicted", "actual", "error", "energy", "status"):
+    table.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in runs))  # the id to pass to --resume, whole
+    for column in ("when", "model", "plan", "busy cores", "predicted", "actual", "error", "epochs", "energy", "status"):
         table.add_column(column)
     for r in runs:
         err = f"{r.error:+.0%}" if r.error is not None else "-"
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.recorded_at))
-        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), _seconds(r.actual_s), err,
-                      _energy(r.energy_j, r.energy_source), r.status)
-    Console(highlight=False).print(table)
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at or r.recorded_at))
+        status = statuses[r.id]
+        if status in ("running", "crashed"):  # no actual time yet: say how far its checkpoints got
+            status += f", checkpoint after epoch {r.checkpoint_epoch}" if r.checkpoint_epoch else ", no checkpoint yet"
+        actual = _seconds(r.actual_s) if r.actual_s > 0 else "-"
+        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), actual, err, f"{r.epochs_done}/{r.epochs}",
+                      _energy(r.energy_j, r.energy_source), status)
+    console = Console(highlight=False)
+    console.print(table)
+    for r in runs:
+        if r.id in resumable:
+            console.print(f"{r.run_id} {statuses[r.id]}: resume with `{resume_command(r.run_id)}`", soft_wrap=True, markup=False)
 
 
 @app.command("calibrate")

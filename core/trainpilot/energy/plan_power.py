@@ -2,7 +2,10 @@
 
 Where this machine measures energy (RAPL, NVML), measurements calibrate the figure: the median of
 energy / time over the measured runs of that plan, else what `calibrate` measured for it
-(power_calibration.py), else another CPU plan's runs per thread, scaled to this plan's threads. Elsewhere (and for a described machine) the figure is the power
+(power_calibration.py), else another CPU plan's runs per thread, scaled to this plan's threads.
+Where nothing measures, the estimated runs of the plan still say how many cores it kept busy (CPU
+seconds over wall time: a thread waiting for a busy core draws nothing), so their median J/s is the
+plan's estimate, while the per-core figure they were estimated with is the current one. Elsewhere (and for a described machine) the figure is the power
 figures' estimate: threads x watts per busy core, plus the accelerator's board power for a device
 plan, labelled est.
 """
@@ -22,7 +25,8 @@ HISTORY_LIMIT = 500  # newest runs read for power: enough for a median per plan,
 
 
 def _cpu_key(plan: "Plan") -> tuple[Any, ...]:
-    return (plan.backend, plan.threads, plan.device)  # compiling changes time, not the cores kept busy
+    # Compiling changes time, not the cores kept busy; a split plan's mode names its workers.
+    return (plan.backend, plan.threads, plan.device, plan.mode if plan.workers else None)
 
 
 @dataclass
@@ -31,6 +35,7 @@ class PlanPower:
     logical_cpus: int = 1
     measured: dict[tuple[Any, ...], list[tuple[float, str, int | None]]] = field(default_factory=dict)  # key -> [(W, source, threads)]
     calibrated: Any = None  # power_calibration.PowerCalibration of this machine, when measured
+    estimated: dict[tuple[Any, ...], list[float]] = field(default_factory=dict)  # key -> W of est. runs at today's figure
 
     @classmethod
     def for_machine(cls, history: Any = None, machine_id: str | None = None, logical_cpus: int = 1,
@@ -57,10 +62,20 @@ class PlanPower:
         return cls(target_figures(target), int(getattr(target, "logical_cpus", 1) or 1))
 
     def learn(self, plan: "Plan", energy_j: float | None, source: str | None, seconds: float | None) -> None:
-        """Take one run's measured energy as a calibration point (estimates teach nothing)."""
-        if energy_j is None or not source or not source.startswith("measured") or not seconds or seconds <= 0 or energy_j <= 0:
+        """Take one run's energy as a calibration point: a measured one always, an estimated one
+        when it was estimated with today's per-core figure (it then tells the cores the plan used)."""
+        if energy_j is None or not source or not seconds or seconds <= 0 or energy_j <= 0:
+            return
+        if source == self._estimate_source:
+            self.estimated.setdefault(_cpu_key(plan), []).append(energy_j / seconds)
+            return
+        if not source.startswith("measured"):
             return
         self.measured.setdefault(_cpu_key(plan), []).append((energy_j / seconds, source.split(": ", 1)[-1], plan.threads))
+
+    @property
+    def _estimate_source(self) -> str:
+        return f"{self.figures.cpu_source} x CPU time"  # what cpu_estimate.CpuTimeEstimate labels its runs
 
     def watts(self, plan: "Plan") -> Watts:
         runs = self.measured.get(_cpu_key(plan))
@@ -78,6 +93,9 @@ class PlanPower:
                 return Watts(measured, f"{self.calibrated.source}, calibration", estimated=False)
         threads = plan.threads or 1
         if plan.backend == "cpu":
+            past = self.estimated.get(_cpu_key(plan))
+            if past:
+                return Watts(statistics.median(past), f"{self.figures.cpu_source} x the CPU time {len(past)} run(s) of this plan used")
             per_thread = [w / t for key, rows in self.measured.items() if key[0] == "cpu" for w, _s, t in rows if t]
             if per_thread:
                 name = next(s for key, rows in self.measured.items() if key[0] == "cpu" for _w, s, _t in rows)

@@ -1,4 +1,8 @@
-"""The run history: every finished run's workload, plan, load, predicted and actual time, in SQLite.
+"""The run history: every run's workload, plan, load, predicted and actual time, in SQLite.
+
+A run is in the history from its start (status "running", with the pid, host and start time of its
+process), its row is updated at every checkpoint and gets its final status when it ends, so a run
+killed with SIGKILL is still found (`runlog.effective_status` tells "crashed" from "running").
 
 Several TrainPilot processes may finish runs at the same moment, so the database runs in WAL mode
 (readers never block the writer) with a busy timeout, and every write is retried with backoff when
@@ -14,7 +18,7 @@ import os
 import random
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -51,12 +55,20 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (machine_id, footprint, backend, threads);
 """
-# Columns added after schema 1, each with ALTER TABLE ADD COLUMN when a database lacks it, so an
-# older file keeps working (its runs read back with NULL there) and an older TrainPilot still
-# reads a newer file (it selects the columns it knows by name).
+# Columns added after schema 1, each with ALTER TABLE ADD COLUMN when a database lacks it (on
+# every open, not by a version bump), so an older file keeps working (its runs read back with
+# NULL or the default there) and an older TrainPilot still reads and writes a newer file (it
+# selects and inserts the columns it knows by name; a bump would make it set the file aside).
 ADDED_COLUMNS = {
     "energy_j": "REAL",  # joules of the run's training steps (energy/meter.py)
     "energy_source": "TEXT",  # "measured: RAPL package", "est.: ...": never a figure without it
+    "pid": "INTEGER",  # the process that runs it (lifecycle rows only)
+    "host": "TEXT",  # where that process runs: liveness can only be checked there
+    "process_started_at": "REAL",  # the process's create time: a reused pid is another process
+    "started_at": "REAL",  # when the run (this attempt) started
+    "checkpoint_epoch": "INTEGER",  # epochs covered by its last checkpoint
+    "learn": "INTEGER NOT NULL DEFAULT 1",  # 0: a finished run the cost model must not learn from
+    "ui_cores": "REAL",  # of busy_cores, what this process's own UI used (contention.ExternalCpuMeter)
 }
 
 
@@ -72,12 +84,19 @@ class RunRecord:
     cpu_percent: float
     predicted_s: float | None
     actual_s: float
-    status: str  # success | failed | interrupted
+    status: str  # running (as stored while it runs; see runlog.effective_status) | success | failed | interrupted | crashed
     epochs: int  # planned
     epochs_done: int
     id: int | None = None
     energy_j: float | None = None
     energy_source: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    process_started_at: float | None = None
+    started_at: float | None = None
+    checkpoint_epoch: int | None = None
+    learn: bool = True
+    ui_cores: float | None = None  # part of busy_cores: TrainPilot's own UI (None: recorded before it was measured)
 
     @property
     def model(self) -> str:
@@ -112,6 +131,11 @@ class RunRecord:
             "batch_size": self.profile.get("batch_size"),
             "energy_j": self.energy_j,
             "energy_source": self.energy_source,
+            "pid": self.pid,
+            "host": self.host,
+            "started_at": self.started_at,
+            "checkpoint_epoch": self.checkpoint_epoch,
+            "ui_cores": self.ui_cores,
         }
 
 
@@ -230,10 +254,14 @@ class History:
 
     # ---------------------------------------------------------------- writing and reading
 
-    def add(self, record: RunRecord) -> int:
-        """Store one run; returns its row id. Concurrent writers each get their row."""
-        values = (
-            record.run_id,
+    _MEASURED = ("recorded_at", "machine_id", "footprint", "model", "params", "flops_per_sample", "dataset_size",
+                 "batch_size", "profile_json", "backend", "threads", "device", "mode", "busy_cores", "cpu_percent",
+                 "predicted_s", "actual_s", "status", "epochs", "epochs_done", "energy_j", "energy_source", "ui_cores")
+
+    @staticmethod
+    def _measured(record: RunRecord) -> tuple[Any, ...]:
+        """The values of _MEASURED for a record, in that order."""
+        return (
             record.recorded_at,
             record.machine_id,
             record.footprint,
@@ -256,23 +284,53 @@ class History:
             int(record.epochs_done),
             record.energy_j,
             record.energy_source,
+            record.ui_cores,
         )
 
+    def _write(self, sql: str, values: tuple[Any, ...]) -> int:
         def write() -> int:
             conn = self._connect()
             try:
-                cur = conn.execute(
-                    "INSERT INTO runs (run_id, recorded_at, machine_id, footprint, model, params, flops_per_sample,"
-                    " dataset_size, batch_size, profile_json, backend, threads, device, mode, busy_cores, cpu_percent,"
-                    " predicted_s, actual_s, status, epochs, epochs_done, energy_j, energy_source)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    values,
-                )
-                return int(cur.lastrowid or 0)
+                cur = conn.execute(sql, values)
+                return int(cur.lastrowid or 0) if sql.startswith("INSERT") else cur.rowcount
             finally:
                 conn.close()
 
         return self._retry(write)
+
+    def _insert(self, record: RunRecord, extra: dict[str, Any]) -> int:
+        names = ("run_id", *self._MEASURED, *extra)
+        sql = f"INSERT INTO runs ({', '.join(names)}) VALUES ({','.join('?' * len(names))})"
+        return self._write(sql, (record.run_id, *self._measured(record), *extra.values()))
+
+    def add(self, record: RunRecord) -> int:
+        """Store one finished run; returns its row id. Concurrent writers each get their row."""
+        return self._insert(record, {"learn": int(record.learn)})
+
+    def start(self, record: RunRecord, *, pid: int, host: str, process_started_at: float | None) -> int:
+        """A run begins: its row, status "running", with the process that runs it. Returns the row id."""
+        return self._insert(replace(record, status="running"), {
+            "pid": pid, "host": host, "process_started_at": process_started_at,
+            "started_at": record.started_at or record.recorded_at, "learn": 0,
+        })
+
+    def progress(self, row_id: int, *, checkpoint_epoch: int) -> None:
+        """A checkpoint was written: the row says up to which epoch the run can be resumed."""
+        self._write("UPDATE runs SET checkpoint_epoch = ?, epochs_done = MAX(epochs_done, ?) WHERE id = ?",
+                    (int(checkpoint_epoch), int(checkpoint_epoch), int(row_id)))
+
+    def finish(self, row_id: int, record: RunRecord, *, learn: bool = True) -> None:
+        """The run ended: its final status and figures. `learn=False` keeps it out of the cost model
+        (a run that timed two plans at once, or trained nothing)."""
+        sets = ", ".join(f"{name} = ?" for name in self._MEASURED)
+        changed = self._write(f"UPDATE runs SET {sets}, learn = ? WHERE id = ?", (*self._measured(record), int(learn), int(row_id)))
+        if not changed:  # the row is gone (the file was set aside meanwhile): keep the run anyway
+            self.add(replace(record, learn=learn))
+
+    def mark(self, row_ids: list[int], status: str) -> None:
+        """Give rows a status without touching their figures (a crashed attempt, once resumed)."""
+        for row_id in row_ids:
+            self._write("UPDATE runs SET status = ? WHERE id = ?", (status, int(row_id)))
 
     def records(self, machine_id: str | None = None, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first (all machines when `machine_id` is None)."""
@@ -345,6 +403,13 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
         epochs=row["epochs"],
         epochs_done=row["epochs_done"],
         id=row["id"],
-        energy_j=row["energy_j"] if "energy_j" in row.keys() else None,
-        energy_source=row["energy_source"] if "energy_source" in row.keys() else None,
+        energy_j=row["energy_j"],
+        energy_source=row["energy_source"],
+        pid=row["pid"],
+        host=row["host"],
+        process_started_at=row["process_started_at"],
+        started_at=row["started_at"],
+        checkpoint_epoch=row["checkpoint_epoch"],
+        learn=bool(row["learn"]),
+        ui_cores=row["ui_cores"] if "ui_cores" in row.keys() else None,
     )

@@ -86,7 +86,9 @@ def state_weight(busy_cores: float) -> float:
 def observe(records: Iterable[RunRecord], calibration: Calibration) -> list[Observation]:
     out = []
     for rec in records:
-        if rec.status not in LEARN_STATUSES or rec.epochs_done < 1 or rec.actual_s <= 0:
+        # Only runs that ended and timed one plan: a running or crashed run has no actual time yet,
+        # and a run that changed plans mid-way timed two at once (its row says learn = 0).
+        if rec.status not in LEARN_STATUSES or not rec.learn or rec.epochs_done < 1 or rec.actual_s <= 0:
             continue
         feats = features_of(rec.profile, epochs=rec.epochs_done)
         roof = estimate(feats, rec.plan, rec.busy_cores, calibration)
