@@ -137,15 +137,16 @@ def _print_plan(report: dict[str, Any]) -> None:
                       "[bold green]chosen[/]" if row["chosen"] else "")
     console.print(table)
     console.print("[dim]predicted: the time and its 80 % interval, from how far this kind of prediction (cold / warm) has missed here[/]")
-    sources = sorted({row["energy_source"] for row in report["plans"] if row.get("energy_source")})
+    # The figure each estimate starts from, once (rows differ only by their thread count).
+    sources = sorted({row["energy_source"].split(" x ")[0] for row in report["plans"] if row.get("energy_source")})
     if sources:
         console.print("[dim]energy from: " + "; ".join(sources) + "[/]")
     chosen = report["chosen"]
     margin = f", {chosen['margin']:.0%} ahead of the next plan" if chosen.get("margin") is not None else ""
+    energy = f", {_energy(chosen.get('energy_j'), chosen.get('energy_source'))}" if chosen.get("energy_j") is not None else ""
     console.print(
-        f"choice: [bold]{chosen['label']}[/], predicted {_range(chosen['predicted_s'], chosen.get('predicted_low_s'), chosen.get('predicted_high_s'))}{margin},"
-        f"{', ' + _energy(chosen.get('energy_j'), chosen.get('energy_source')) if chosen.get('energy_j') is not None else ''}"
-        f" — objective {report.get('objective', 'time')}, confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
+        f"choice: [bold]{chosen['label']}[/], predicted {_range(chosen['predicted_s'], chosen.get('predicted_low_s'), chosen.get('predicted_high_s'))}{energy}{margin}"
+        f" (objective {report.get('objective', 'time')}), confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
     )
     for line in report["reasoning"]:
         console.print(f"  [dim]{line}[/]")
