@@ -111,12 +111,12 @@ def main() -> int:
 def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float) -> None:
     print(f"\nHardware-aware compression: target >= {args.target_speedup:g}x measured step-time speed-up at <= {args.max_drop:g} pt"
           f" accuracy drop (test split). Step times measured here, median of interleaved steps; apple-m2 / rtx4090 predicted.")
-    head = ("case", "thr", "batch", "dense ms", "agent ms", "agent x", "agent drop", "uniform x / drop", "L1 x / drop",
+    head = ("case", "thr", "batch", "dense acc", "dense ms", "agent ms", "agent x", "agent drop", "uniform x / drop", "L1 x / drop",
             "m2 x (pred.)", "4090 x (pred.)", "search s", "deployed")
     rows = []
     for r in results:
         a, u, l1 = r["agent"], r["uniform"], r["l1"]
-        rows.append((r["case"], str(r["threads"]), str(r["batch"]), f"{r['dense_ms']:.2f}", f"{r['agent_ms']:.2f}", f"{a.speedup:.2f}",
+        rows.append((r["case"], str(r["threads"]), str(r["batch"]), f"{r['dense_acc']:.1%}", f"{r['dense_ms']:.2f}", f"{r['agent_ms']:.2f}", f"{a.speedup:.2f}",
                      f"{a.accuracy_drop:+.2f}", f"{u.speedup:.2f} / {u.accuracy_drop:+.2f}", f"{l1.speedup:.2f} / {l1.accuracy_drop:+.2f}",
                      f"{r['pred_m2']:.2f}", f"{r['pred_4090']:.2f}", f"{r['search_s']:.0f}", "yes" if r["deployed"] else "no"))
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
