@@ -68,6 +68,7 @@ def observe_hardware(hardware: "HardwareInfo", load: "UtilizationSample") -> dic
         "ane_available": hardware.backends.get("ane", Availability(False)).available,
         "cpu_utilization": round(load.cpu_percent / 100.0, 4),
         "busy_cores": round(load.busy_cores, 2),
+        "ui_cores": round(getattr(load, "ui_cores", 0.0), 3),  # of busy_cores: this process's own UI
         "per_core": [round(v, 1) for v in load.per_core],
         "logical_cpus": hardware.logical_cpus,
         "memory_percent": load.memory_percent,
@@ -142,7 +143,7 @@ class HardwareOrchestrator:
         text = (
             f"workload {get('model', 'model')}: {int(get('params', 0)):,} params, {get('layers', '?')} layers,"
             f" {float(get('flops_per_sample', 0.0)) / 1e6:.1f} MFLOP/sample, {get('dataset_size', '?')} samples;"
-            f" CPU {util:.0%} busy, ANE {'available' if hardware_state.get('ane_available') else 'unavailable'}"
+            f" CPU {util:.0%} busy{_ui_part(hardware_state)}, ANE {'available' if hardware_state.get('ane_available') else 'unavailable'}"
         )
         return self._step("observe", text, data={"hardware": self.hardware_state})
 
@@ -251,7 +252,9 @@ class HardwareOrchestrator:
                         "think",
                         f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)}; {prediction.detail.get('energy_source')})",
                         data={"plan": plan.to_dict(), "predicted_s": prediction.predicted_s, "source": prediction.source,
-                              "energy_j": prediction.detail.get("energy_j"), "energy_source": prediction.detail.get("energy_source")},
+                              "energy_j": prediction.detail.get("energy_j"), "energy_source": prediction.detail.get("energy_source"),
+                              "predicted_low_s": (prediction.detail.get("interval") or {}).get("low_s"),
+                              "predicted_high_s": (prediction.detail.get("interval") or {}).get("high_s")},
                     )
             predictions.append(prediction)
         decision_state = dict(state)
@@ -276,6 +279,11 @@ class HardwareOrchestrator:
         """Predicted power per plan (energy/plan_power.py), from the predictor's runs or figures;
         built at each plan(), so the runs finished since count."""
         return power_for(self.predictor, self.hardware.logical_cpus, self.hardware.machine_id)
+
+
+def _ui_part(state: dict[str, Any]) -> str:
+    ui = float(state.get("ui_cores", 0.0) or 0.0)
+    return f" (this app's own UI {ui:.2f} cores of it)" if ui >= 0.01 else ""
 
 
 def _as_profile(profile: "dict[str, Any] | WorkloadProfile") -> "WorkloadProfile":

@@ -62,6 +62,8 @@ class BackendChosen(Event):
     reason: str
     predicted_s: float | None = None  # predicted time for the remaining run on this plan
     switch_cost_s: float | None = None  # predicted cost of migrating (user overrides)
+    predicted_low_s: float | None = None  # the 80 % interval of predicted_s (predict/interval.py)
+    predicted_high_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class StepProgressed(Event):
     loss: float
     elapsed_s: float
     eta_s: float | None
+    eta_low_s: float | None = None  # the 80 % interval of eta_s (predict/interval.py)
+    eta_high_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class EpochTimed(Event):
     segments: tuple[dict[str, Any], ...] = ()  # per-plan pieces when the plan changed mid-epoch
     energy_j: float | None = None  # the epoch's training steps (energy/meter.py)
     energy_source: str | None = None  # "measured: RAPL package", "est.: ..."
+    predicted_low_s: float | None = None  # the 80 % interval of predicted_s (predict/interval.py)
+    predicted_high_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,9 @@ class UtilizationSample:
     memory_used_bytes: int
     process_rss_bytes: int
     readings: tuple[Reading, ...] = field(default_factory=tuple)
+    # Of the busy cores, how many this process's own threads besides training used (the terminal
+    # app's event loop and sampler; predict/contention.py measures it): load the agent itself adds.
+    ui_cores: float = 0.0
 
     @property
     def busy_cores(self) -> float:
@@ -54,6 +57,7 @@ class UtilizationSample:
             "memory_used_bytes": self.memory_used_bytes,
             "process_rss_bytes": self.process_rss_bytes,
             "readings": [r.__dict__ for r in self.readings],
+            "ui_cores": self.ui_cores,
         }
 
 

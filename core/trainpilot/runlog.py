@@ -47,6 +47,7 @@ def run_record(*, run_id: str, machine_id: str, profile: Any, plan: Any, load: A
         status=status,
         epochs=int(profile.epochs),
         epochs_done=int(epochs_done),
+        ui_cores=float(getattr(load, "ui_cores", 0.0) or 0.0),  # of busy_cores: TrainPilot's own UI
     )
 
 

@@ -216,9 +216,7 @@ class TrainingSession:
 
     def _run(self) -> Iterator[ev.Event]:
         from .agent import HardwareOrchestrator, observe_hardware
-        from .checkpoint import load_checkpoint
         from .data import resolve_dataset
-        from .monitor import measure_load
         from .paths import runs_dir
         from .trainer import Trainer, seed_everything
         from .workload import ModelSpec, build_model, profile_model
@@ -230,7 +228,7 @@ class TrainingSession:
                 cfg = replace(cfg, resume=resume.resolve_run(cfg.resume))
                 self.config = cfg
             resume_path = resume.checkpoint_path(cfg.resume)
-            resume_state = load_checkpoint(resume_path)
+            resume_state = self._load_resume_state(resume_path)
             saved = resume_state["config"]
             cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], freeze=saved.get("freeze", cfg.freeze), epochs=cfg.epochs if cfg.epochs is not None else saved["epochs"])
             self.config = cfg
@@ -259,7 +257,7 @@ class TrainingSession:
         if cfg.objective != "time":
             agent.objective = cfg.objective
         self._orchestrator = agent
-        load = measure_load(0.3)
+        load = _observe_load()
         observation = observe_hardware(agent.hardware, load)
         step = agent.observe(observation, profile)
         yield ev.HardwareObserved(self.run_id, profile.to_dict(), observation, step.text)
@@ -274,15 +272,13 @@ class TrainingSession:
         self.predictions = {p.plan: p for p in planning.predictions}
         decision = planning.decision
         self.rt.confidence, self.rt.policy = decision.confidence, decision.policy
-        plan, source, reason = decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision"
-        if cfg.backend != "auto" or cfg.threads or cfg.compile:
-            plan, source, reason = self._forced_plan(cfg, agent, profile, load)
+        plan, source, reason = self._act_plan(decision, cfg, agent, profile, load)
         if resume_state and source == "agent":
             source, reason = "resume", f"resumed run {self.run_id} from epoch {start_epoch}, step {start_step}"
 
         # ACT
         check_memory(plan, profile, dataset, self._backends(plan.backend))
-        self.trainer = Trainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends)
+        self.trainer = self._make_trainer(Trainer, model, train_set, val_set)
         trainer = self.trainer
         totals = _Totals()
         if resume_state:
@@ -311,7 +307,7 @@ class TrainingSession:
                 if stopped is None:
                     stopped = yield from self._train_epoch(epoch, first_step, totals, segments, load)
             except Exception as exc:
-                if self.plan is None or self.plan.is_eager_cpu or self._snapshot is None:
+                if not self._can_fall_back():
                     raise
                 # A device fault (an exception from the device, out of memory, a failed conversion,
                 # NaNs only the device produced): back to the last good state, on the CPU.
@@ -348,7 +344,7 @@ class TrainingSession:
             # Step boundary: apply what other threads asked for.
             self._position = (epoch, step_index, totals)
             yield from self._apply_commands(load, segments)
-            if self._stop_reason:
+            if self._stop_requested():
                 yield from self._checkpoint(epoch, step_index, "interrupt", totals)
                 yield self._finish("interrupted", f"stopped ({self._stop_reason}) at epoch {epoch + 1}, step {step_index}; resume with --resume {self.run_id}")
                 return True
@@ -363,7 +359,9 @@ class TrainingSession:
             now = time.perf_counter()
             if now - last_emit >= STEP_EVENT_INTERVAL_S or result.step == steps_per_epoch:
                 last_emit = now
-                yield ev.StepProgressed(self.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, self._eta(epoch, result.step, steps_per_epoch, load))
+                eta = self._eta(epoch, result.step, steps_per_epoch, load)
+                low, high = self._bounds(self.plan, eta)
+                yield ev.StepProgressed(self.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, eta, low, high)
         trainer.synchronize()
         yield from self._close_epoch(epoch, segments, totals.loss_sum / max(totals.seen, 1), totals.correct / max(totals.seen, 1), load)
         return False
@@ -418,10 +416,12 @@ class TrainingSession:
             "energy_j": energy.joules if energy is not None else None,
             "energy_source": energy.source if energy is not None else None,
         }
+        record["predicted_low_s"], record["predicted_high_s"] = self._segments_bounds(segments, predicted)
         yield from self._checkpoint(epoch + 1, 0, "epoch", _Totals(), record)
         self.rt.train_seconds += actual
         yield ev.EpochTimed(self.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, actual, self.plan, tuple(record["segments"]),  # type: ignore[arg-type]
-                            energy_j=record["energy_j"], energy_source=record["energy_source"])
+                            energy_j=record["energy_j"], energy_source=record["energy_source"],
+                            predicted_low_s=record["predicted_low_s"], predicted_high_s=record["predicted_high_s"])
 
     def _fall_back(self, reason: str, load: Any) -> Iterator[ev.Event]:
         """Continue on the CPU from the last good state and say why. The live tensors are not
@@ -449,6 +449,28 @@ class TrainingSession:
         return self._plan_for("cpu", None)
 
     # ---------------------------------------------------------------- helpers
+    # (the small methods below are where a distributed rank differs: distributed/session.py)
+
+    def _load_resume_state(self, path: Path) -> dict[str, Any]:
+        from .checkpoint import load_checkpoint
+
+        return load_checkpoint(path)
+
+    def _act_plan(self, decision: Any, cfg: SessionConfig, agent: Any, profile: Any, load: Any) -> tuple[Plan, str, str]:
+        if cfg.backend != "auto" or cfg.threads or cfg.compile:
+            return self._forced_plan(cfg, agent, profile, load)
+        return decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision"
+
+    def _make_trainer(self, trainer_cls: Any, model: Any, train_set: Any, val_set: Any) -> Any:
+        cfg = self.config
+        return trainer_cls(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends)
+
+    def _can_fall_back(self) -> bool:
+        """Whether a failed step may continue on the CPU from the last good state (device plans)."""
+        return self.plan is not None and not self.plan.is_eager_cpu and self._snapshot is not None
+
+    def _stop_requested(self) -> bool:
+        return bool(self._stop_reason)
 
     def _forced_plan(self, cfg: SessionConfig, agent: Any, profile: Any, load: Any) -> tuple[Plan, str, str]:
         name = "cpu" if cfg.backend == "auto" else cfg.backend
@@ -485,6 +507,29 @@ class TrainingSession:
             return None
         per_epoch = prediction.detail.get("per_epoch_s")
         return float(per_epoch) if per_epoch is not None else prediction.predicted_s / max(self.profile.epochs, 1)
+
+    def _bounds(self, plan: Plan | None, value_s: float | None) -> tuple[float | None, float | None]:
+        """The 80 % interval of a time derived from `plan`'s prediction (an epoch, the rest, an ETA):
+        the prediction's own interval, relative (predict/interval.py)."""
+        from .predict.interval import scaled
+
+        prediction = self.predictions.get(plan) if plan is not None else None
+        if prediction is None:
+            return None, None
+        return scaled(prediction.detail.get("interval"), prediction.predicted_s, value_s)
+
+    def _segments_bounds(self, segments: list[_Segment], predicted: float | None) -> tuple[float | None, float | None]:
+        if predicted is None:
+            return None, None
+        lows = highs = 0.0
+        for seg in segments:
+            if not seg.steps:
+                continue
+            low, high = self._bounds(seg.plan, seg.predicted_s)
+            if low is None or high is None:
+                return None, None
+            lows, highs = lows + low, highs + high
+        return lows, highs
 
     def _segments_predicted(self, segments: list[_Segment], steps_per_epoch: int, load: Any) -> float | None:
         total = 0.0
@@ -531,7 +576,8 @@ class TrainingSession:
         per_epoch = self._predicted_epoch_s(plan, load)
         remaining = per_epoch * max(self.config.epochs - len(self.rt.epoch_records), 0) if per_epoch else None
         self.rt.plan_changes.append({"plan": plan.to_dict(), "source": source, "reason": reason, "at_epoch": len(self.rt.epoch_records) + 1})
-        yield ev.BackendChosen(self.run_id, plan, confidence, source, reason, remaining, switch_cost)
+        low, high = self._bounds(plan, remaining)
+        yield ev.BackendChosen(self.run_id, plan, confidence, source, reason, remaining, switch_cost, low, high)
 
     def _apply_commands(self, load: Any, segments: list[_Segment]) -> Iterator[ev.Event]:
         while True:
@@ -630,6 +676,10 @@ class TrainingSession:
         if epochs and all(e["predicted_s"] is not None for e in epochs):
             predicted_total = sum(e["predicted_s"] for e in epochs)
         plan = self.plan
+        if epochs and all(e.get("predicted_low_s") is not None for e in epochs):
+            low, high = sum(e["predicted_low_s"] for e in epochs), sum(e["predicted_high_s"] for e in epochs)
+        else:
+            low, high = self._bounds(plan, predicted_total if predicted_total is not None else self.rt.predicted_total_s)
         return {
             "schema": 1,
             "run_id": self.run_id,
@@ -642,6 +692,8 @@ class TrainingSession:
             "dataset": self.config.dataset or "demo",
             "params": profile.params if profile else None,
             "predicted_s": predicted_total if predicted_total is not None else self.rt.predicted_total_s,
+            "predicted_low_s": low,  # the 80 % interval of predicted_s (predict/interval.py)
+            "predicted_high_s": high,
             "actual_s": sum(e["actual_s"] for e in epochs) if epochs else None,
             "execution_time": sum(e["actual_s"] for e in epochs) if epochs else 0.0,
             "loss": last.get("loss"),
@@ -652,25 +704,23 @@ class TrainingSession:
             "plan_changes": self.rt.plan_changes,
             "checkpoint": self.rt.checkpoint,
             "epochs": [{**{k: e[k] for k in ("epoch", "loss", "accuracy", "val_accuracy", "predicted_s", "actual_s", "plan", "segments")},
-                        "energy_j": e.get("energy_j")} for e in epochs],
+                        "energy_j": e.get("energy_j"), "predicted_low_s": e.get("predicted_low_s"), "predicted_high_s": e.get("predicted_high_s")} for e in epochs],
             "objective": self.config.objective,
             **_run_energy(epochs).to_dict(),
         }
 
-    def _record_end(self, status: str, result: dict[str, Any], learn: bool) -> None:
+    def _record_end(self, status: str, result: dict[str, Any], learn: bool, met: Any = None) -> None:
         """Give the run's history row its final status; the cost model learns from it only when
-        `learn` (a run that timed one plan and trained something)."""
+        `learn` (a run that timed one plan and trained something). `met`: the load during the run
+        (its own UI included), as _finish measured it."""
         agent = self._orchestrator
         row = self._log.row_id if self._log is not None else None
         if not learn and row is None:
             return
-        if self._meter is None:
+        if met is None:
             from .monitor import measure_load
 
             met = measure_load(0.0)
-        else:
-            self._meter.__exit__(None, None, None)
-            met = self._meter.result.as_sample(agent.hardware.logical_cpus)  # the load during the run
         done = dict(predicted_s=result["predicted_s"], actual_s=result["actual_s"] or 0.0, status=status, epochs_done=len(self.rt.epoch_records))
         energy = _run_energy(self.rt.epoch_records)
         if learn:
@@ -689,12 +739,21 @@ class TrainingSession:
         if self._energy is not None:
             self._energy.close()
         result = self.result(status, message)
+        met = None
+        if self._meter is not None and self._orchestrator is not None:
+            try:
+                self._meter.__exit__(None, None, None)
+                met = self._meter.result.as_sample(self._orchestrator.hardware.logical_cpus)  # the load during the run
+                # what the run met besides itself, its own UI included (a reader compares runs by it)
+                result["load_met"] = {"busy_cores": round(met.busy_cores, 3), "ui_cores": round(met.ui_cores, 3)}
+            except Exception:  # noqa: BLE001 - a meter that cannot read /proc costs the figure, not the run
+                met = None
         trained = bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None)
         # A run whose plan changed mid-way timed two plans at once: nothing to learn about either.
         one_plan = len({json.dumps(c["plan"], sort_keys=True) for c in self.rt.plan_changes}) <= 1
         if self.config.record_history and self.profile is not None and self.plan is not None and self._orchestrator is not None:
             try:
-                self._record_end(status, result, learn=trained and one_plan)
+                self._record_end(status, result, learn=trained and one_plan, met=met)
             except Exception:
                 pass  # learning is best-effort; the run's own result must still come out
         self.finished = ev.RunFinished(self.run_id, status, message, result)
@@ -732,6 +791,17 @@ def _takes_energy(record: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == "energy" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _observe_load() -> Any:
+    """The machine's load before deciding, with the part this process's own UI (the threads
+    beside this one) adds: the agent plans for the load the run will meet, itself included."""
+    from .monitor import measure_load
+    from .predict.contention import ExternalCpuMeter
+
+    with ExternalCpuMeter() as meter:
+        load = measure_load(0.3)
+    return replace(load, ui_cores=round(meter.result.ui_cores, 3))
 
 
 def _switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:

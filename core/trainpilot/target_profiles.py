@@ -24,6 +24,10 @@ File format (units are the ones spec sheets use; the loader converts to SI):
     notes = "..."                     # optional
     power_w = 170                     # optional: the unit's power when busy (TDP / board power), for energy estimates
 
+    [compression]                     # optional: which sparsity patterns turn into speed there
+    patterns = ["structured"]         # structured | semi-structured-2:4 | unstructured
+    sources = ["https://..."]         # why each listed pattern pays on this machine
+
 Any other key, a wrong type or an impossible combination (an ANE on Linux, CUDA on macOS) is a
 ConfigError naming the file and the problem.
 """
@@ -45,10 +49,14 @@ PREDICTED_NOTE = "predicted for a described machine"
 _TOP_KEYS = {
     "name": str, "description": str, "sources": list, "system": str, "machine": str, "logical_cpus": int,
     "performance_cores": int, "memory_gib": (int, float), "cpu_gflops_per_core": (int, float), "backends": dict,
+    "compression": dict,
 }
 _BACKEND_KEYS = {"peak_tflops": (int, float), "memory_bandwidth_gb_per_s": (int, float), "precision": str, "notes": str,
                  "power_w": (int, float)}
-_OPTIONAL = {"notes", "power_w"}
+_OPTIONAL = {"notes", "power_w", "compression"}
+# Sparsity patterns a profile may say pay on its machine (see trainpilot.compress.target).
+SPARSITY_PATTERNS = ("structured", "semi-structured-2:4", "unstructured")
+_COMPRESSION_KEYS = {"patterns": list, "sources": list}
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,8 @@ class TargetMachine:
     memory_bytes: int
     cpu_flops_per_core: float  # sustained FP32 FLOP/s of one performance core
     backends: dict[str, TargetBackend] = field(default_factory=dict)
+    # [compression]: {"patterns": (...), "sources": (...)}; empty when the profile says nothing
+    compression: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def backend_names(self) -> list[str]:
         return [name for name in BACKENDS if name in self.backends]
@@ -88,6 +98,7 @@ class TargetMachine:
             "memory_bytes": self.memory_bytes,
             "cpu_flops_per_core": self.cpu_flops_per_core,
             "backends": {name: vars(backend).copy() for name, backend in self.backends.items()},
+            "compression": {key: list(values) for key, values in self.compression.items()},
             "note": PREDICTED_NOTE,
         }
 
@@ -147,6 +158,19 @@ def _backend(name: str, table: Any, system: str, machine: str, path: Path) -> Ta
     )
 
 
+def _compression(table: Any, path: Path) -> dict[str, tuple[str, ...]]:
+    if table is None:
+        return {}
+    _check_keys(table, _COMPRESSION_KEYS, " in [compression]", path)
+    patterns, sources = table["patterns"], table["sources"]
+    unknown = [p for p in patterns if p not in SPARSITY_PATTERNS]
+    if not patterns or unknown:
+        raise ConfigError(f"'patterns' in [compression] must list some of {', '.join(SPARSITY_PATTERNS)}, got {patterns!r}", path)
+    if not sources or not all(isinstance(s, str) and s.strip() for s in sources):
+        raise ConfigError("'sources' in [compression] must say, in at least one non-empty string, why those patterns pay", path)
+    return {"patterns": tuple(patterns), "sources": tuple(s.strip() for s in sources)}
+
+
 def parse_target(data: dict[str, Any], path: Path) -> TargetMachine:
     _check_keys(data, _TOP_KEYS, "", path)
     sources = data["sources"]
@@ -176,6 +200,7 @@ def parse_target(data: dict[str, Any], path: Path) -> TargetMachine:
         memory_bytes=int(_positive(data["memory_gib"], "memory_gib", path, 2**30)),
         cpu_flops_per_core=_positive(data["cpu_gflops_per_core"], "cpu_gflops_per_core", path, 1e9),
         backends={name: backends[name] for name in BACKENDS if name in backends},
+        compression=_compression(data.get("compression"), path),
     )
 
 

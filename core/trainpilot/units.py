@@ -20,3 +20,20 @@ def count(value: int) -> str:
         if abs(value) >= size:
             return f"{value / size:.3g}{unit}"
     return str(value)
+
+
+def seconds_range(value: float | None, low: float | None, high: float | None) -> str:
+    """A predicted time with its interval, in the value's unit: 2.0 s (1.8–2.3), 420 ms (380–470)."""
+    if value is None or low is None or high is None:
+        return seconds(value)
+    if value < 1.0:
+        return f"{value * 1000:.0f} ms ({low * 1000:.0f}–{high * 1000:.0f})"
+    if value < 120:
+        return f"{value:.1f} s ({low:.1f}–{high:.1f})"
+    return f"{seconds(value)} ({seconds(low)}–{seconds(high)})"
+
+
+def predicted(value: float | None, bounds: dict | None) -> str:
+    """`seconds_range` from a prediction's detail["interval"] (interval.py): its low_s / high_s."""
+    bounds = bounds or {}
+    return seconds_range(value, bounds.get("low_s"), bounds.get("high_s"))

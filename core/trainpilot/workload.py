@@ -93,6 +93,35 @@ class SmallCNN(nn.Module):
         return self.classifier(torch.flatten(self.features(x), 1))
 
 
+class WideCNN(nn.Module):
+    """A wider conv net whose time is its convolutions: (layers-1) 3x3 conv-BatchNorm-ReLU blocks of
+    `width` (default 32), 2x, 2x channels (then 2x again), max-pooled after the first two, global
+    average pooling and one linear classifier. The head is tiny (channels x classes), so nearly all
+    FLOPs and step time are in the convolutions: the model compression is measured on."""
+
+    def __init__(self, in_shape: tuple[int, ...], num_classes: int, layers: int = 4, width: int | None = None):
+        super().__init__()
+        channels, height, width_px = _image_shape(in_shape)
+        base = width or 32
+        blocks: list[nn.Module] = []
+        c_in, h, w = channels, height, width_px
+        for i in range(max(layers - 1, 1)):
+            c_out = base * (2 ** min(i, 1)) * (2 ** max(0, i - 2))
+            blocks += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+            if h >= 4 and w >= 4 and i < 2:
+                blocks.append(nn.MaxPool2d(2))
+                h, w = h // 2, w // 2
+            c_in = c_out
+        self.in_shape = (channels, height, width_px)
+        self.features = nn.Sequential(*blocks)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Linear(c_in, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.reshape(x.shape[0], *self.in_shape)
+        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
+
+
 class DenseNet(nn.Module):
     """A plain multi-layer perceptron: `layers` Linear layers of `width` units (the last one classifies)."""
 
@@ -156,6 +185,8 @@ def build_model(config: dict[str, Any] | str | ModelSpec, in_shape: tuple[int, .
         return load_user_model(spec.name)
     if spec.name == "small_cnn":
         return SmallCNN(in_shape, num_classes, spec.layers, spec.width)
+    if spec.name == "wide_cnn":
+        return WideCNN(in_shape, num_classes, spec.layers, spec.width)
     if spec.name == "large_dense":
         return DenseNet(in_shape, num_classes, spec.layers, spec.width or 1024)
     if spec.name == "mlp":

@@ -50,6 +50,7 @@ def test_the_dataclass_keeps_the_agreed_field_names() -> None:
     assert [f.name for f in dataclasses.fields(TargetMachine)] == [
         "name", "description", "sources", "system", "machine", "logical_cpus", "performance_cores",
         "memory_bytes", "cpu_flops_per_core", "backends",
+        "compression",  # optional [compression] (which sparsity patterns pay), added after the agreement, at the end
     ]
     # power_w (optional, for energy estimates) was added after the agreement, at the end
     assert [f.name for f in dataclasses.fields(TargetBackend)] == ["peak_flops", "memory_bandwidth_bytes_per_s", "precision", "notes", "power_w"]

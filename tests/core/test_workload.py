@@ -10,7 +10,7 @@ from trainpilot.errors import WorkloadError
 from trainpilot.workload import ModelSpec, build_model, profile_model
 
 
-@pytest.mark.parametrize("name", ["small_cnn", "large_dense", "rnn", "mlp"])
+@pytest.mark.parametrize("name", ["small_cnn", "wide_cnn", "large_dense", "rnn", "mlp"])
 def test_zoo_models_train_one_step_and_profile(name):
     model = build_model(name, (1, 28, 28), 10)
     out = model(torch.randn(4, 1, 28, 28))

@@ -88,6 +88,7 @@ class TrainPilotApp(App[int]):
         Binding("n", "new_run", "New run"),
         Binding("r", "replan", "Re-plan"),
         Binding("t", "cycle_theme", "Theme"),
+        Binding("x", "compress", "Compress", show=False),
         Binding("q", "quit", "Quit"),
         *(Binding(key, f"override('{name}')", name.upper(), show=False) for name, key in BACKEND_KEYS.items()),
     ]
@@ -292,6 +293,20 @@ class TrainPilotApp(App[int]):
         else:
             self.start_session(config)
 
+    def action_compress(self) -> None:
+        """Open the compression view for this run's model and dataset. A training run pauses
+        first: the view measures step times, and a run beside them would skew every figure."""
+        from trainpilot.compress import CompressConfig
+
+        from .screens import CompressionScreen
+        from .screens.run_picker import model_name
+
+        paused_here = self.running and not self.paused and self.session is not None
+        if paused_here:
+            self.session.pause()  # type: ignore[union-attr]
+        config = CompressConfig(model=model_name(self.config), dataset=self.config.dataset)
+        self.push_screen(CompressionScreen(config), callback=lambda _r: self.action_resume() if paused_here else None)
+
     def action_cycle_theme(self) -> None:
         names = self.cycle_names
         index = names.index(self.theme) + 1 if self.theme in names else 0
@@ -332,4 +347,5 @@ class TrainPilotApp(App[int]):
                 yield SystemCommand("Pause training", "Hold at the next step boundary (p)", self.action_pause)
         yield SystemCommand("New run…", "Pick a model and a dataset and start again (n)", self.action_new_run)
         yield SystemCommand("Re-plan", "Observe and plan again; a running job resumes from its checkpoint (r)", self.action_replan)
+        yield SystemCommand("Compress the model…", "Prune it for this machine: a TD3 agent picks each layer's sparsity (x)", self.action_compress)
         yield SystemCommand("Cycle theme", f"Switch between {', '.join(self.cycle_names)} (t)", self.action_cycle_theme)

@@ -45,3 +45,12 @@ def error(predicted: float | None, actual: float | None) -> str:
     if predicted is None or actual is None or predicted <= 0:
         return "n/a"
     return f"{(actual - predicted) / predicted * 100:+.0f}%"
+
+
+def seconds_range(value: float | None, low: float | None, high: float | None) -> str:
+    """A predicted time with its 80 % interval, '2.0 s (1.8–2.3)'; without one, as `seconds`."""
+    if value is None or low is None or high is None:
+        return seconds(value)
+    from trainpilot.units import seconds_range as core_range
+
+    return core_range(value, low, high)

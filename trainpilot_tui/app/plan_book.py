@@ -19,6 +19,8 @@ class PlanOption:
     plan: Plan
     predicted_s: float | None  # whole run, as the agent predicted it; None: no estimate
     excluded_reason: str | None = None
+    low_s: float | None = None  # the prediction's 80 % interval (the core's predict/interval.py)
+    high_s: float | None = None
 
     @property
     def available(self) -> bool:
@@ -49,7 +51,9 @@ class PlanBook:
                 plan = Plan.from_dict(plan_data)
                 predicted = details.get("predicted_s")
                 excluded = details.get("excluded")
-                self.options[plan] = PlanOption(plan, float(predicted) if predicted is not None else None, str(excluded) if excluded else None)
+                low, high = details.get("predicted_low_s"), details.get("predicted_high_s")
+                self.options[plan] = PlanOption(plan, float(predicted) if predicted is not None else None, str(excluded) if excluded else None,
+                                                float(low) if low is not None else None, float(high) if high is not None else None)
         elif isinstance(event, ev.BackendChosen):
             self.current = event.plan
 

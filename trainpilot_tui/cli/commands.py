@@ -1,4 +1,4 @@
-"""The `trainpilot` command tree: `headless run|make-dataset|plan|history|calibrate` and `tui`."""
+"""The `trainpilot` command tree: `headless run|make-dataset|plan|history|calibrate|compress` and `tui`."""
 from __future__ import annotations
 
 import sys
@@ -7,6 +7,7 @@ import typer
 
 from trainpilot_tui.app_main import tui_command
 
+from .compress import compress_command
 from .planning import app as planning_commands
 from .run import make_dataset_command, run_command
 
@@ -27,6 +28,7 @@ app.add_typer(headless, name="headless")
 headless.command("run")(run_command)
 headless.command("make-dataset")(make_dataset_command)
 headless.add_typer(planning_commands)  # plan, history, calibrate
+headless.command("compress")(compress_command)
 
 
 # `trainpilot tui` is `trainpilot-tui`: one definition of the app's options (see app_main).

@@ -8,6 +8,7 @@ from typing import Any
 
 from trainpilot import events as ev
 from trainpilot.energy import Energy
+from trainpilot.units import seconds_range
 
 
 class StderrProgress:
@@ -56,12 +57,12 @@ class StderrProgress:
         elif isinstance(event, ev.OverrideRefused):
             self._line(f"[yellow]override to {event.requested} refused: {event.reason}[/]")
         elif isinstance(event, ev.StepProgressed):
-            eta = f"{event.eta_s:.0f}s" if event.eta_s is not None else "?"
+            eta = seconds_range(event.eta_s, event.eta_low_s, event.eta_high_s) if event.eta_s is not None else "?"
             if self.task is None:
                 self.task = self.progress.add_task("train", total=event.steps_per_epoch, epoch=event.epoch, epochs=self.epochs, loss=event.loss, eta=eta)
             self.progress.update(self.task, completed=event.step, total=event.steps_per_epoch, epoch=event.epoch, loss=event.loss, eta=eta)
         elif isinstance(event, ev.EpochTimed):
-            pred = f"{event.predicted_s:.2f}s" if event.predicted_s is not None else "n/a"
+            pred = seconds_range(event.predicted_s, event.predicted_low_s, event.predicted_high_s) if event.predicted_s is not None else "n/a"
             val = f", val acc {event.val_accuracy:.1%}" if event.val_accuracy is not None else ""
             energy = f", {Energy.recorded(event.energy_j, event.energy_source).text}" if event.energy_j is not None else ""
             self._line(f"  epoch {event.epoch}: loss {event.loss:.3f}, acc {event.accuracy:.1%}{val}; predicted {pred}, actual {event.actual_s:.2f}s{energy} on {event.plan.label}")

@@ -41,7 +41,9 @@ def score(prediction: "PlanPrediction", objective: str) -> float | None:
 
 def figures_text(prediction: "PlanPrediction") -> str:
     """'3.1 s, 41.2 J est.': both figures of one plan, as the trace shows them."""
-    text = fmt_s(prediction.predicted_s)
+    from ..units import predicted
+
+    text = predicted(prediction.predicted_s, prediction.detail.get("interval"))
     joules = prediction.detail.get("energy_j")
     if joules is not None:
         text += f", {joules_text(float(joules))}" + (f" {EST}" if prediction.detail.get("energy_estimated", True) else "")

@@ -1,5 +1,7 @@
-"""Other processes on the CPU: a real busy-loop load to measure against, and a meter that says how
-much CPU *other* processes used while we timed something.
+"""Other work on the CPU: a real busy-loop load to measure against, and a meter that says how much
+CPU everything *but the timed work* used while we timed something: other processes, and this
+process's own other threads (the terminal app's event loop and sampler run beside the training
+thread and take CPU, and the GIL, from it).
 
 Why both: the load a plan will meet changes its best thread count (on 2 cores with one kept busy,
 1 thread trains about twice as fast as 2), so calibration measures every plan idle *and* next to a
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -62,15 +65,21 @@ class BusyLoad:
 
 @dataclass
 class ExternalCpu:
-    """CPU used by everything except this process (and its children) over a measured block."""
+    """CPU used by everything except the timed work over a measured block."""
 
     wall_s: float = 0.0
-    other_cpu_s: float = 0.0
+    other_cpu_s: float = 0.0  # other processes and this process's own other threads (ui_cpu_s)
+    ui_cpu_s: float = 0.0  # the part of it this process's own other Python threads used
 
     @property
     def cores(self) -> float:
-        """Average number of cores other processes kept busy."""
+        """Average number of cores the rest of the machine kept busy (this process's UI included)."""
         return self.other_cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def ui_cores(self) -> float:
+        """Average cores this process's own threads besides the timed work used (a UI, a progress bar)."""
+        return self.ui_cpu_s / self.wall_s if self.wall_s > 0 else 0.0
 
     def as_sample(self, logical_cpus: int) -> "UtilizationSample":
         """The load a run actually met, as the sample `Predictor.record` takes: what a run is
@@ -78,17 +87,23 @@ class ExternalCpu:
         from ..monitor import UtilizationSample
 
         per_core = tuple(max(0.0, min(self.cores - i, 1.0)) * 100.0 for i in range(logical_cpus))
-        return UtilizationSample(time.time(), per_core, sum(per_core) / max(logical_cpus, 1), 0.0, 0, 0)
+        return UtilizationSample(time.time(), per_core, sum(per_core) / max(logical_cpus, 1), 0.0, 0, 0, ui_cores=self.ui_cores)
 
 
 class ExternalCpuMeter:
-    """`with ExternalCpuMeter() as m: ...; m.result.cores` -> cores used by other processes.
+    """`with ExternalCpuMeter() as m: ...; m.result.cores` -> cores used by everything but the timed work.
 
-    System-wide busy time minus this process's own CPU time. Cheap (two /proc reads each side)."""
+    The timed work is the thread that enters the meter plus the threads Python does not know
+    (torch's intra-op pool works for it); this process's other Python threads (the terminal app's
+    event loop, its sampler, a progress bar) count as load like another process does, because
+    they compete for the same cores and for the GIL (`ui_cpu_s` says how much of it they were).
+    System-wide busy time minus the timed work's own CPU time; cheap (a few /proc reads a side).
+    A helper thread that ends inside the block takes its CPU time with it: a slight undercount."""
 
     def __init__(self) -> None:
         self._proc = psutil.Process(os.getpid())
         self.result = ExternalCpu()
+        self._worker = threading.get_native_id()
 
     @staticmethod
     def _system_busy() -> float:
@@ -100,16 +115,30 @@ class ExternalCpuMeter:
         t = self._proc.cpu_times()
         return t.user + t.system
 
+    def _helpers(self) -> dict[int, float]:
+        """CPU seconds so far of this process's Python threads other than the timed one."""
+        ids = {t.native_id for t in threading.enumerate()} - {self._worker, None}
+        if not ids:
+            return {}
+        try:
+            return {t.id: t.user_time + t.system_time for t in self._proc.threads() if t.id in ids}
+        except (psutil.Error, OSError):  # some platforms refuse per-thread times: count none
+            return {}
+
     def __enter__(self) -> "ExternalCpuMeter":
+        self._worker = threading.get_native_id()
         self._t0 = time.perf_counter()
         self._busy0 = self._system_busy()
         self._own0 = self._own()
+        self._helpers0 = self._helpers()
         return self
 
     def __exit__(self, *exc: object) -> None:
         wall = time.perf_counter() - self._t0
-        other = (self._system_busy() - self._busy0) - (self._own() - self._own0)
-        self.result = ExternalCpu(wall, max(other, 0.0))
+        helpers = self._helpers()
+        ui = sum(max(cpu - self._helpers0.get(tid, 0.0), 0.0) for tid, cpu in helpers.items())
+        other = (self._system_busy() - self._busy0) - (self._own() - self._own0) + ui
+        self.result = ExternalCpu(wall, max(other, 0.0), ui)
 
 
 def other_cpu_cores(window_s: float = 0.25) -> float:

@@ -68,6 +68,7 @@ ADDED_COLUMNS = {
     "started_at": "REAL",  # when the run (this attempt) started
     "checkpoint_epoch": "INTEGER",  # epochs covered by its last checkpoint
     "learn": "INTEGER NOT NULL DEFAULT 1",  # 0: a finished run the cost model must not learn from
+    "ui_cores": "REAL",  # of busy_cores, what this process's own UI used (contention.ExternalCpuMeter)
 }
 
 
@@ -95,6 +96,7 @@ class RunRecord:
     started_at: float | None = None
     checkpoint_epoch: int | None = None
     learn: bool = True
+    ui_cores: float | None = None  # part of busy_cores: TrainPilot's own UI (None: recorded before it was measured)
 
     @property
     def model(self) -> str:
@@ -133,6 +135,7 @@ class RunRecord:
             "host": self.host,
             "started_at": self.started_at,
             "checkpoint_epoch": self.checkpoint_epoch,
+            "ui_cores": self.ui_cores,
         }
 
 
@@ -253,7 +256,7 @@ class History:
 
     _MEASURED = ("recorded_at", "machine_id", "footprint", "model", "params", "flops_per_sample", "dataset_size",
                  "batch_size", "profile_json", "backend", "threads", "device", "mode", "busy_cores", "cpu_percent",
-                 "predicted_s", "actual_s", "status", "epochs", "epochs_done", "energy_j", "energy_source")
+                 "predicted_s", "actual_s", "status", "epochs", "epochs_done", "energy_j", "energy_source", "ui_cores")
 
     @staticmethod
     def _measured(record: RunRecord) -> tuple[Any, ...]:
@@ -281,6 +284,7 @@ class History:
             int(record.epochs_done),
             record.energy_j,
             record.energy_source,
+            record.ui_cores,
         )
 
     def _write(self, sql: str, values: tuple[Any, ...]) -> int:
@@ -407,4 +411,5 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
         started_at=row["started_at"],
         checkpoint_epoch=row["checkpoint_epoch"],
         learn=bool(row["learn"]),
+        ui_cores=row["ui_cores"] if "ui_cores" in row.keys() else None,
     )

@@ -24,6 +24,7 @@ from .confidence import confidence_from_margin
 from .drift import DRIFT_MAX_RUNS, NO_DRIFT, Drift, Residual, drift, recent_residuals, residual_of
 from .features import features_of
 from .history import History, HistoryUnavailable, RunRecord
+from .interval import around, error_samples, kind_of, log_bounds, prior_sigma
 from .learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, similarities, state_weight
 from .roofline import estimate
 
@@ -76,6 +77,8 @@ class CostModel:
         self._obs_version = 0  # bumped whenever the observations change, so cached similarities expire
         self._sims: list[float] = []
         self._residuals: list[Residual] = []  # the newest warm predictions' misses (drift.py)
+        self._intervals: dict[Any, tuple[float, float, float]] = {}  # (kind, state, version) -> bounds (interval.py)
+        self._errors: tuple[int, list[Any]] = (-1, [])  # (observation version, interval.error_samples)
 
     # ---------------------------------------------------------------- construction
 
@@ -280,6 +283,7 @@ class CostModel:
             "load": {"busy_cores": round(busy, 2), "busy_state_weight": round(roof.busy_weight, 2), "extra_factor": round(roof.extra_factor, 2)},
             "flops_per_s": {k: round(1.0 / c, 0) for k, c in self._rates(plan).items()},
         }
+        detail["interval"] = self._interval(run_s, obs, profile.footprint, plan, busy, roof.fit_error).to_dict()
         if self.is_described:
             detail["note"] = DESCRIBED_MARK
             detail["machine"] = self.calibration.described
@@ -288,6 +292,19 @@ class CostModel:
 
             detail["split"] = split_detail(feats, plan, busy, self.calibration)
         return PlanPrediction(plan, run_s, source=source, detail=detail)
+
+    def _interval(self, run_s: float, obs: list[Observation], footprint: str, plan: Plan, busy: float, fit_error: float) -> Any:
+        """The 80 % interval from the measured errors of this kind of prediction (interval.py);
+        the errors are gathered once per history version, the bounds once per kind and load state."""
+        if self._errors[0] != self._obs_version:
+            self._errors = (self._obs_version, error_samples(obs))
+            self._intervals.clear()
+        state = state_weight(busy)
+        kind = kind_of(obs, footprint, plan, state)
+        key = (kind, round(state, 3), round(fit_error, 3))
+        if key not in self._intervals:
+            self._intervals[key] = log_bounds(self._errors[1], kind, state, prior_sigma(kind, fit_error))
+        return around(run_s, self._intervals[key], kind)
 
     def _drift(self, busy: float) -> Drift:
         """How far this machine's recent runs strayed from their warm predictions (drift.py)."""

@@ -33,11 +33,18 @@ def profile_job(model: str | dict[str, Any], dataset: Any, *, epochs: int = 3, b
     return profile, data
 
 
+def _bounds(p: PlanPrediction) -> dict[str, Any]:
+    """The prediction's 80 % interval (interval.py) as the --json keys every predicted time has."""
+    bounds = p.detail.get("interval") or {}
+    return {"predicted_low_s": bounds.get("low_s"), "predicted_high_s": bounds.get("high_s"), "interval_kind": bounds.get("kind")}
+
+
 def _plan_row(p: PlanPrediction, chosen: Decision) -> dict[str, Any]:
     return {
         **p.plan.to_dict(),
         "label": p.plan.label,
         "predicted_s": p.predicted_s,
+        **_bounds(p),
         "excluded": p.excluded_reason,
         "source": p.source,
         "chosen": p.plan == chosen.plan,
@@ -109,6 +116,7 @@ def plan_job(
             **decision.plan.to_dict(),
             "label": decision.plan.label,
             "predicted_s": decision.predicted_s,
+            **(_bounds(chosen_prediction) if chosen_prediction else {"predicted_low_s": None, "predicted_high_s": None}),
             "confidence": decision.confidence,
             "margin": decision.margin,
             "policy": decision.policy,

@@ -23,7 +23,7 @@ def option_prompt(option: PlanOption, current: Plan | None, key: str | None, wid
     key_hint = (f"[{key}] " if key else "    ", "$text-muted")
     if not option.available:
         return Content.assemble(key_hint, f"{label:<{width}}  ", (f"n/a: {option.excluded_reason}", "$text-muted"))
-    predicted = f"predicted {fmt.seconds(option.predicted_s)} for the whole run" if option.predicted_s is not None else "no estimate yet"
+    predicted = f"predicted {fmt.seconds_range(option.predicted_s, option.low_s, option.high_s)} for the whole run" if option.predicted_s is not None else "no estimate yet"
     here = ("  (current)", "bold") if current == option.plan else ("", "")
     return Content.assemble(key_hint, (f"{label:<{width}}  ", "bold"), predicted, here)
 

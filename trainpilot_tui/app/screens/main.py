@@ -107,6 +107,7 @@ class MainScreen(Screen[None]):
         self.book.update(message.event)
         self.hardware_panel.backends = self.book.backend_states()
         self.run_panel.plan = message.event.plan
+        self.run_panel.remaining_range = (message.event.predicted_low_s, message.event.predicted_high_s)
         self.run_panel.predicted_remaining = message.event.predicted_s
         if self.run_panel.state == "starting":
             self.run_panel.state = "running"

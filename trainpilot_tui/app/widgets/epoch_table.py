@@ -68,7 +68,8 @@ def epoch_rows(epochs: tuple[ev.EpochTimed, ...], compact: bool = False) -> list
 def _rows(epochs: tuple[ev.EpochTimed, ...], compact: bool) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     for e in epochs:
-        timing = (fmt.seconds(e.predicted_s), fmt.seconds(e.actual_s), fmt.error(e.predicted_s, e.actual_s))
+        predicted = fmt.seconds(e.predicted_s) if compact else fmt.seconds_range(e.predicted_s, e.predicted_low_s, e.predicted_high_s)
+        timing = (predicted, fmt.seconds(e.actual_s), fmt.error(e.predicted_s, e.actual_s))
         if compact:
             rows.append((str(e.epoch), f"{e.loss:.3f}", fmt.fraction(e.accuracy), *timing))
         else:

@@ -39,6 +39,7 @@ class RunPanel(Vertical):
     progress: reactive[ev.StepProgressed | None] = reactive(None, repaint=False)
     plan: reactive[Plan | None] = reactive(None, repaint=False)
     predicted_remaining: reactive[float | None] = reactive(None, repaint=False)
+    remaining_range: tuple[float | None, float | None] = (None, None)  # its 80 % interval, set with it
     epochs: reactive[tuple[ev.EpochTimed, ...]] = reactive(tuple, repaint=False)
     state: reactive[str] = reactive("starting", repaint=False)
     message: reactive[str] = reactive("", repaint=False)
@@ -129,9 +130,9 @@ class RunPanel(Vertical):
             parts += [" on ", (self.plan.label, "bold")]
         p = self.progress
         if self.state in ("running", "paused"):
-            eta = p.eta_s if p is not None else self.predicted_remaining
+            eta, (low, high) = (p.eta_s, (p.eta_low_s, p.eta_high_s)) if p is not None else (self.predicted_remaining, self.remaining_range)
             if eta is not None:
-                parts += [" · ETA ", (fmt.seconds(eta), "bold")]
+                parts += [" · ETA ", (fmt.seconds_range(eta, low, high), "bold")]
         if p is not None:
             parts.append(f" · loss {p.loss:.3f}")
         if self.message:

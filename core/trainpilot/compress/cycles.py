@@ -1,0 +1,93 @@
+"""Cycles: what a model's training step costs on the target. On this machine they are measured —
+the median of repeated real steps (forward, backward, Adam), the models interleaved step by step in
+the same run, so a noisy machine slows all of them alike instead of biasing one. On a described
+machine they are the cost model's predicted step time from the profile's published figures.
+Every figure says which it is.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+MEASURED = "measured"
+PREDICTED = "predicted"
+WARMUP_STEPS = 2  # a fresh model's first steps allocate and pick kernels
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    label: str  # "measured" | "predicted"
+    seconds: dict[str, float]  # median step time per model key
+    batch: int
+    where: str  # "this machine, 2 threads" | "Apple M2, mps (predicted from published figures)"
+    repeats: int = 0  # measured steps per model (0 for predictions)
+
+    def speedup(self, key: str, base: str = "dense") -> float:
+        return self.seconds[base] / self.seconds[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "seconds": dict(self.seconds), "batch": self.batch, "where": self.where, "repeats": self.repeats}
+
+
+def measure_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], num_classes: int, *,
+                  batch: int, threads: int, repeats: int, seed: int = 0) -> StepTimes:
+    """Median training-step time of each model, interleaved: each round times one step of every
+    model, in an order that rotates so no model always runs right after another. The models are
+    copied first (timing trains them)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, *sample_shape, generator=gen)  # dense kernels take as long on any values
+    y = torch.randint(0, num_classes, (batch,), generator=gen)
+    keys = list(models)
+    copies = {k: copy.deepcopy(m).train() for k, m in models.items()}
+    optimizers = {k: torch.optim.Adam(m.parameters(), lr=1e-3) for k, m in copies.items()}
+    samples: dict[str, list[float]] = {k: [] for k in keys}
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for round_ in range(WARMUP_STEPS + repeats):
+            shift = round_ % len(keys)
+            for key in keys[shift:] + keys[:shift]:
+                model, opt = copies[key], optimizers[key]
+                start = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+                elapsed = time.perf_counter() - start
+                if round_ >= WARMUP_STEPS:
+                    samples[key].append(elapsed)
+    finally:
+        torch.set_num_threads(previous)
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    return StepTimes(MEASURED, medians, batch, f"this machine, {threads} thread{'s' if threads != 1 else ''}", repeats)
+
+
+def predict_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], num_classes: int, *,
+                  batch: int, machine: Any) -> StepTimes:
+    """The cost model's step time for each model on a described machine (a TargetMachine), all on
+    the plan it predicts fastest for the first model (the dense one): the same plan for all, so the
+    ratio is the pruning's, not a change of device."""
+    from ..plans import Plan
+    from ..predict.derive import calibration_for_target, target_plans
+    from ..predict.features import features_of
+    from ..predict.roofline import estimate
+    from ..workload import profile_model
+
+    calibration = calibration_for_target(machine)
+    features = {k: features_of(profile_model(m, sample_shape, num_classes, batch, batch_size=batch)) for k, m in models.items()}
+    first = next(iter(features.values()))
+    # the ANE's frozen-backbone mode trains only a head: not a step of the whole model
+    plans = [p for p in target_plans(machine) if p.backend != "ane"]
+    timed = [(est.step_s, p) for p in plans if (est := estimate(first, p, 0.0, calibration)) is not None]
+    best: Plan = min(timed, key=lambda t: t[0])[1]
+    seconds = {}
+    for key, feats in features.items():
+        est = estimate(feats, best, 0.0, calibration)
+        assert est is not None  # the same plan estimated the first model
+        seconds[key] = est.step_s
+    return StepTimes(PREDICTED, seconds, batch, f"{machine.name}, {best.label} (predicted from published figures)")

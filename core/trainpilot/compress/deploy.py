@@ -1,0 +1,135 @@
+"""The deployment controller: the best configuration's model is fine-tuned, measured again and
+exported only when both thresholds hold — accuracy drop <= the maximum (test set, never seen by
+the search) and speed-up >= the target (the target's cycles: measured here, predicted for a
+described machine). Otherwise nothing is written and the report says why.
+
+The export is a directory written atomically (a temporary sibling renamed into place, so a crash
+leaves no half-written export): `model.pt` (the pruned state_dict), `plan.json` (the model, the
+layer plan — channels kept and removed per layer — and the figures), and `model.mlpackage` when the
+target is an Apple machine and coremltools is installed. `load_exported` rebuilds the pruned model.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+from .cycles import StepTimes, measure_steps, predict_steps
+from .finetune import FINETUNE_LR, Tensors, accuracy, steps_for_epochs, train_steps
+from .prune import PrunedModel, rebuild
+
+PLAN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A pruned model after the deployment fine-tune, with its test accuracy."""
+
+    pruned: PrunedModel
+    accuracy: float  # test accuracy, [0, 1]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    deployed: bool
+    reason: str
+    accuracy_drop: float  # points
+    speedup: float  # on the target's cycles
+    speedup_label: str
+    exported: dict[str, str] = field(default_factory=dict)
+
+
+def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, epochs: float, batch: int, seed: int, threads: int,
+              teacher: nn.Module | None = None) -> Tuned:
+    """The deployment fine-tune, distilling from `teacher` (the dense model): the same budget and
+    recipe for the agent's choice and the baselines."""
+    train_steps(pruned.model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=FINETUNE_LR, seed=seed,
+                threads=threads, teacher=teacher)
+    return Tuned(pruned, accuracy(pruned.model, test, threads=threads))
+
+
+def remeasure(dense: nn.Module, models: dict[str, nn.Module], sample_shape: tuple[int, ...], num_classes: int, *,
+              batch: int, threads: int, repeats: int, seed: int = 0) -> StepTimes:
+    """Dense and every model in `models`, interleaved in one run (key "dense" is the reference)."""
+    return measure_steps({"dense": dense, **models}, sample_shape, num_classes, batch=batch, threads=threads, repeats=repeats, seed=seed)
+
+
+def predicted_on(machines: dict[str, Any], dense: nn.Module, pruned: nn.Module, sample_shape: tuple[int, ...],
+                 num_classes: int, batch: int) -> dict[str, StepTimes]:
+    return {name: predict_steps({"dense": dense, "pruned": pruned}, sample_shape, num_classes, batch=batch, machine=m)
+            for name, m in machines.items()}
+
+
+def judge(dense_accuracy: float, tuned: Tuned, speedup: float, speedup_label: str, *, max_drop: float, target_speedup: float) -> Verdict:
+    drop = (dense_accuracy - tuned.accuracy) * 100.0
+    problems = []
+    if drop > max_drop + 1e-9:
+        problems.append(f"accuracy drops {drop:.2f} points (allowed {max_drop:g})")
+    if speedup < target_speedup:
+        problems.append(f"{speedup_label} speed-up {speedup:.2f}x is below the target {target_speedup:g}x")
+    if problems:
+        return Verdict(False, "not deployed: " + "; ".join(problems), drop, speedup, speedup_label)
+    return Verdict(True, f"deployed: {speedup_label} speed-up {speedup:.2f}x >= {target_speedup:g}x at {drop:.2f} points"
+                         f" accuracy drop (<= {max_drop:g})", drop, speedup, speedup_label)
+
+
+def coremltools_installed() -> bool:
+    return importlib.util.find_spec("coremltools") is not None
+
+
+def export(out_dir: str | Path, tuned: Tuned, document: dict[str, Any], sample_shape: tuple[int, ...], *, mlpackage: bool) -> dict[str, str]:
+    """Write the export directory atomically; returns the paths written. Refuses an existing path."""
+    out = Path(out_dir).expanduser()
+    if out.exists():
+        raise ConfigError("the export directory already exists; choose a new --out", out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    written = {"state_dict": "model.pt", "plan": "plan.json"}
+    try:
+        torch.save(tuned.pruned.model.state_dict(), tmp / "model.pt")
+        (tmp / "plan.json").write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+        if mlpackage:
+            from ..backends.ane.convert import export_mlpackage
+
+            export_mlpackage(tuned.pruned.model.eval(), sample_shape, tmp / "model.mlpackage")
+            written["mlpackage"] = "model.mlpackage"
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {key: str(out / name) for key, name in written.items()}
+
+
+def plan_document(model_config: Any, sample_shape: tuple[int, ...], num_classes: int, tuned: Tuned, figures: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "format": PLAN_FORMAT,
+        "model": model_config,
+        "sample_shape": list(sample_shape),
+        "num_classes": num_classes,
+        "layers": tuned.pruned.plan(),
+        "figures": figures,
+    }
+
+
+def load_exported(directory: str | Path) -> nn.Module:
+    """The pruned model of an export: the dense architecture rebuilt, its removed channels removed
+    again, the weights loaded (weights_only: nothing in the file is executed)."""
+    from ..workload import build_model
+
+    directory = Path(directory)
+    document = json.loads((directory / "plan.json").read_text(encoding="utf-8"))
+    if document.get("format") != PLAN_FORMAT:
+        raise ConfigError(f"unknown plan format {document.get('format')!r}", directory / "plan.json")
+    shape = tuple(int(d) for d in document["sample_shape"])
+    model = rebuild(build_model(document["model"], shape, int(document["num_classes"])), document["layers"], shape)
+    model.load_state_dict(torch.load(directory / "model.pt", weights_only=True))
+    return model.eval()

@@ -1,0 +1,89 @@
+"""One sparsity configuration, tried for real: prune a copy of the trained dense model, fine-tune
+it briefly, measure held-out accuracy and the target's cycles, and score it (`reward`)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from .cycles import StepTimes, measure_steps, predict_steps
+from .finetune import FINETUNE_LR, Tensors, accuracy, train_steps
+from .layers import ModelLayers
+from .prune import PrunedModel, prune
+from .reward import Reward, compression_reward
+from .target import CompressionTarget
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    sparsity: dict[str, float]  # per prunable layer, as removed (channels are whole)
+    kept: dict[str, int]
+    accuracy: float  # held-out (validation) accuracy after the short fine-tune, in [0, 1]
+    speedup: float  # dense cycles / pruned cycles on the target
+    step_s: float
+    dense_step_s: float
+    cycles: str  # "measured" | "predicted"
+    params: int
+    reward: Reward
+    seconds: float  # what trying it cost
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sparsity": {k: round(v, 4) for k, v in self.sparsity.items()}, "kept_channels": dict(self.kept),
+            "accuracy": self.accuracy, "speedup": self.speedup, "speedup_label": self.cycles,
+            "step_s": self.step_s, "dense_step_s": self.dense_step_s, "params": self.params,
+            "reward": self.reward.value, "accuracy_met": self.reward.accuracy_met, "speed_met": self.reward.speed_met,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass
+class Evaluator:
+    dense: nn.Module  # trained
+    layers: ModelLayers
+    sample_shape: tuple[int, ...]
+    num_classes: int
+    train: Tensors
+    val: Tensors
+    target: CompressionTarget
+    threshold: float  # validation accuracy to reach, in [0, 1]
+    target_speedup: float
+    threads: int
+    batch: int  # fine-tuning mini-batch
+    timing_batch: int  # the batch whose step time counts
+    finetune_steps: int
+    timing_repeats: int
+    seed: int = 0
+    round_to: int | None = None
+
+    def __post_init__(self) -> None:
+        self._predicted_dense: float | None = None
+
+    def prune(self, sparsity: dict[str, float]) -> PrunedModel:
+        return prune(self.dense, self.layers, sparsity, self.sample_shape, round_to=self.round_to)
+
+    def cycles(self, model: nn.Module, repeats: int | None = None) -> StepTimes:
+        """Dense and `model` on the target: measured here (interleaved), or predicted."""
+        if self.target.is_described:
+            return predict_steps({"dense": self.dense, "pruned": model}, self.sample_shape, self.num_classes,
+                                 batch=self.timing_batch, machine=self.target.described)
+        return measure_steps({"dense": self.dense, "pruned": model}, self.sample_shape, self.num_classes,
+                             batch=self.timing_batch, threads=self.threads, repeats=repeats or self.timing_repeats, seed=self.seed)
+
+    def __call__(self, sparsity: dict[str, float]) -> Evaluation:
+        start = time.perf_counter()
+        pruned = self.prune(sparsity)
+        train_steps(pruned.model, self.train, steps=self.finetune_steps, batch=self.batch, lr=FINETUNE_LR,
+                    seed=self.seed, threads=self.threads, teacher=self.dense)
+        acc = accuracy(pruned.model, self.val, threads=self.threads)
+        times = self.cycles(pruned.model)
+        speedup = times.speedup("pruned")
+        return Evaluation(
+            sparsity=pruned.sparsity, kept=pruned.kept, accuracy=acc, speedup=speedup,
+            step_s=times.seconds["pruned"], dense_step_s=times.seconds["dense"],
+            cycles=times.label, params=pruned.params,
+            reward=compression_reward(acc, self.threshold, speedup, self.target_speedup),
+            seconds=time.perf_counter() - start,
+        )

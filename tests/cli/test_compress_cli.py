@@ -1,0 +1,74 @@
+"""`trainpilot headless compress`: bad input is one `error:` line with exit 2 (usage) or 1, and
+nothing is written; a run that does not deploy still prints its JSON and exits 1."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trainpilot_tui.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def small_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tiny")
+    assert runner.invoke(app, ["headless", "make-dataset", str(directory), "--samples", "60"]).exit_code == 0
+    return directory
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("data")
+    assert runner.invoke(app, ["headless", "make-dataset", str(directory), "--samples", "400"]).exit_code == 0
+    return directory
+
+
+def _error_line(result) -> str:  # type: ignore[no-untyped-def]
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["--target-speedup", "1"], 2, "--target-speedup must be above 1"),
+    (["--target-speedup", "0.5"], 2, "--target-speedup must be above 1"),
+    (["--max-accuracy-drop", "-1"], 2, "--max-accuracy-drop must be 0 or more"),
+    (["--episodes", "0"], 2, "--episodes must be at least 1"),
+    (["--hardware", "pdp-11"], 1, "no hardware profile named 'pdp-11'"),
+    (["--model", "rnn"], 1, "recurrent layers (LSTM)"),
+])
+def test_bad_input_is_one_line(args, code, words, data_dir, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["headless", "compress", "-d", str(data_dir), "--threads", "1", "--out", str(out), *args])
+    assert result.exit_code == code, result.output
+    assert words in _error_line(result)
+    assert not out.exists() and result.stdout == ""
+
+
+def test_a_dataset_too_small_to_hold_out(small_dir, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["headless", "compress", "-d", str(small_dir), "--threads", "1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert "too small to hold out: 60 samples give 9 validation and 9 test samples" in _error_line(result)
+    assert not (tmp_path / "o").exists()
+
+
+def test_not_deployed_prints_json_and_exits_1(data_dir, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["headless", "compress", "-d", str(data_dir), "--threads", "1", "--episodes", "2", "--dense-epochs", "1",
+                                 "--finetune-steps", "2", "--deploy-epochs", "0.5",
+                                 "--target-speedup", "50", "--out", str(out), "--json", "-q"])
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    for key in ("layers", "step_time_dense_s", "step_time_pruned_s", "speedup_measured", "accuracy_dense", "accuracy_pruned",
+                "accuracy_drop", "deployed", "predicted", "reason", "target"):
+        assert key in data, key
+    assert data["deployed"] is False and data["target"]["cycles"] == "measured"
+    assert set(data["predicted"]) == {"apple-m2", "linux-cuda-rtx4090"}
+    assert all(p["label"] == "predicted" for p in data["predicted"].values())
+    assert all("sparsity" in l and "kept_channels" in l for l in data["layers"])
+    assert "below the target 50x" in _error_line(result) and not out.exists()

@@ -1,0 +1,55 @@
+"""The compression view on a real, tiny compression job: the worker's events reach the bars, the
+chart and the verdict; a refused input shows its one line; the main app opens the view with `x`."""
+from __future__ import annotations
+
+import pytest
+
+from trainpilot.compress import CompressConfig
+from trainpilot.data import demo_dataset
+from trainpilot_tui.app.compress_app import CompressionApp
+from trainpilot_tui.app.widgets.sparsity_bars import SparsityBars
+from trainpilot_tui.app.widgets.tradeoff_chart import TradeoffChart
+
+from .conftest import wait_until
+
+SIZE = (80, 24)
+
+
+@pytest.fixture(scope="module")
+def dataset():  # type: ignore[no-untyped-def]
+    return demo_dataset(400, seed=2)
+
+
+def tiny(dataset, **kw):  # type: ignore[no-untyped-def]
+    base = dict(model="small_cnn", dataset=dataset, episodes=3, threads=1, batch_size=32, dense_epochs=2, finetune_steps=2,
+                deploy_epochs=0.5, search_repeats=2, deploy_repeats=3, target_speedup=1.1, max_accuracy_drop=100.0,
+                export=False, predict_on=("apple-m2",))
+    base.update(kw)
+    return CompressConfig(**base)
+
+
+async def test_the_view_follows_a_real_job_at_80x24(dataset) -> None:  # type: ignore[no-untyped-def]
+    app = CompressionApp(tiny(dataset))
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.screen_view
+        await wait_until(pilot, lambda: view.report is not None or view.problem is not None, timeout=120, what="the job to finish")
+        assert view.problem is None
+        await pilot.pause()
+        chart = view.query_one(TradeoffChart)
+        assert len(chart.points) == 3 and chart.label == "measured" and chart.threshold is not None
+        bars = view.query_one(SparsityBars)
+        assert [b.name for b in bars.rows] == ["features.0", "features.3"]
+        assert tuple(b.kept for b in bars.rows) == tuple(view.report.tuned.pruned.kept.values())
+        verdict = str(view.query_one("#verdict").render())
+        assert ("deployed" in verdict) and "predicted: apple-m2" in verdict
+        assert "accuracy vs measured speed-up (3 tried)" in str(chart.render())
+        assert view.workers == [] or all(w.is_finished for w in view.workers)
+
+
+async def test_a_refused_model_shows_the_reason(dataset) -> None:  # type: ignore[no-untyped-def]
+    app = CompressionApp(tiny(dataset, model="rnn"))
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.screen_view
+        await wait_until(pilot, lambda: view.problem is not None, timeout=60, what="the refusal")
+        await pilot.pause()
+        assert "recurrent layers (LSTM)" in str(view.query_one("#verdict").render())

@@ -1,0 +1,115 @@
+"""`trainpilot headless compress`: hardware-aware compression from the command line.
+
+Thin: the job is `trainpilot.compress.run_compression`; this module checks the options, prints the
+job's progress on stderr and the result (or --json) on stdout. Exit codes: 0 deployed, 1 not
+deployed (the reason on one `error:` line) or bad input, 2 usage error.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from .common import EXIT_FAILURE, fail, print_json, stderr_console, usage_error
+from .run import DATASET_HELP, MODEL_HELP
+
+
+def compress_command(
+    model: str = typer.Option("small_cnn", "--model", "-m", help=MODEL_HELP),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    target_speedup: float = typer.Option(1.5, "--target-speedup", help="Step-time speed-up the pruned model must reach on the target (> 1)."),
+    max_accuracy_drop: float = typer.Option(1.0, "--max-accuracy-drop", help="Accuracy points the pruned model may lose on the test split (>= 0)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Compress for a described machine (a shipped profile name such as apple-m2, or a .toml): its cycles are predicted. Default: this machine, measured."),
+    episodes: int = typer.Option(24, "--episodes", "-n", help="Search episodes (one configuration each)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: the agent's thread plan)."),
+    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size for training and fine-tuning."),
+    timing_batch: Optional[int] = typer.Option(None, "--timing-batch", help="Batch whose step time is measured (default: --batch-size)."),
+    dense_epochs: float = typer.Option(24.0, "--dense-epochs", help="Epochs to train the dense model first."),
+    finetune_steps: int = typer.Option(30, "--finetune-steps", help="Fine-tuning steps after each pruning in the search (the reward's short fine-tune)."),
+    deploy_epochs: float = typer.Option(12.0, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Export directory for the deployed model (must not exist; default: TrainPilot's data directory/compressed/)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for weights, splits and the agent."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+) -> None:
+    """Prune the model for the target machine: a TD3 agent gives every layer its sparsity, the
+    pruned model must run faster (measured here, predicted on a described machine) at the same
+    accuracy, and it is exported only when both thresholds hold.
+
+    Exit codes: 0 deployed, 1 not deployed or bad input (one `error:` line), 2 usage error.
+    """
+    from trainpilot.compress import CompressConfig, run_compression
+    from trainpilot.errors import TrainPilotError
+
+    config = CompressConfig(
+        model={"name": model, "layers": layers} if layers else model, dataset=dataset,
+        target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes,
+        threads=threads, batch_size=batch_size, timing_batch=timing_batch, dense_epochs=dense_epochs, finetune_steps=finetune_steps, deploy_epochs=deploy_epochs,
+        out=out, seed=seed,
+    )
+    problems = config.problems()
+    if problems:
+        usage_error(problems[0])
+    progress = _Progress(quiet)
+    try:
+        report = run_compression(config, on_event=progress.handle)
+    except TrainPilotError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{getattr(exc, 'filename', None) or 'export'}: {exc.strerror or exc}")
+    result = report.to_dict()
+    if as_json:
+        print_json(result)
+    else:
+        _print_summary(result)
+    if not report.deployed:
+        fail(result["reason"], EXIT_FAILURE)
+
+
+class _Progress:
+    """The job's events as lines on stderr (stdout stays clean for --json)."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.console = stderr_console()
+
+    def handle(self, event: Any) -> None:
+        if self.quiet:
+            return
+        from trainpilot.compress import events as ev
+
+        if isinstance(event, ev.StageStarted):
+            self.console.print(f"[bold]{event.stage:>9}[/] {event.text}")
+        elif isinstance(event, ev.DenseTrained):
+            self.console.print(f"[bold]    dense[/] validation {event.val_accuracy:.1%}, test {event.test_accuracy:.1%} in {event.seconds:.1f}s; threads: {event.threads} ({event.threads_reason})")
+        elif isinstance(event, ev.EpisodeEvaluated):
+            e = event.evaluation
+            kept = " ".join(str(v) for v in e.kept.values())
+            best = f"; best so far {event.best.speedup:.2f}x at {event.best.accuracy:.1%}" if event.best is not None else ""
+            self.console.print(f"  episode {event.episode:>3}/{event.episodes}: channels {kept}, {e.cycles} speed-up {e.speedup:.2f}x,"
+                               f" validation {e.accuracy:.1%}, reward {e.reward.value:+.2f}{best}")
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(show_edge=False, title=f"{result['model']} on {result['dataset']}: per-layer plan")
+    for column in ("layer", "kind", "channels", "kept", "sparsity", "FLOPs share"):
+        table.add_column(column)
+    for layer in result["layers"]:
+        table.add_row(layer["name"], layer["kind"], str(layer["out_channels"]), str(layer["kept_channels"]),
+                      f"{layer['sparsity']:.0%}", f"{layer['flops_share']:.0%}")
+    console.print(table)
+    if result["step_time_dense_s"] is not None:
+        console.print(f"step time (measured, {result['threads']} threads, batch {result['timing_batch']}): dense {result['step_time_dense_s'] * 1e3:.2f} ms,"
+                      f" pruned {result['step_time_pruned_s'] * 1e3:.2f} ms -> {result['speedup_measured']:.2f}x measured")
+    for name, p in result["predicted"].items():
+        console.print(f"  {name}: {p['speedup']:.2f}x predicted ({p['where']})")
+    if result["accuracy_pruned"] is not None:
+        console.print(f"accuracy (test): dense {result['accuracy_dense']:.1%}, pruned {result['accuracy_pruned']:.1%}, drop {result['accuracy_drop']:.2f} points")
+    console.print(result["reason"])
+    for path in result["exported"].values():
+        console.print(f"  wrote {path}")
