@@ -1,7 +1,7 @@
 """Scale-out on this machine, measured: 2 gloo ranks on loopback, one slowed by a real busy process.
 
-    python benchmarks/hetero.py            # small_cnn, 3 epochs per run
-    python benchmarks/hetero.py --quick    # 1 epoch per run (under 3 minutes on 2 cores)
+    python benchmarks/hetero.py            # small_cnn, batch 256, 6 epochs per run
+    python benchmarks/hetero.py --quick    # 2 epochs per run (under 3 minutes on 2 cores)
 
 One run, one table. In a fresh TRAINPILOT_HOME it quick-calibrates the cost model and measures the
 loopback link (idle machine), then starts a busy loop pinned to the last core and, while it runs,
@@ -87,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1 epoch per run (under 3 minutes)")
     parser.add_argument("--model", default="small_cnn")
-    parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 3, --quick 1)")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 6, --quick 2)")
+    parser.add_argument("--batch-size", type=int, default=256, help="global batch: large enough that a step is mostly compute, not per-step overhead")
     opts = parser.parse_args(argv)
-    epochs = opts.epochs or (1 if opts.quick else 3)
+    epochs = opts.epochs or (2 if opts.quick else 6)
     t0 = time.perf_counter()
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     link = loopback_link(home, machine_id=cost.machine_id)
     calibrate_s = time.perf_counter() - t0
 
-    job = ["-m", opts.model, "-e", str(epochs), "--seed", "0"]
+    batch = opts.batch_size
+    job = ["-m", opts.model, "-e", str(epochs), "--seed", "0", "-b", str(batch)]
     busy = cores[-1]
     with BusyCore(busy):
         load = measure_load(0.5)  # what the agent observes: one core taken by the busy loop
@@ -133,14 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     train_n = len(data) - int(round(len(data) * 0.1))
     spec = ModelSpec.from_config(opts.model)
     profile = profile_model(build_model(spec, data.sample_shape, data.num_classes), data.sample_shape, data.num_classes, train_n,
-                            name=spec.name, batch_size=64, epochs=epochs)
+                            name=spec.name, batch_size=batch, epochs=epochs)
     probe_speeds = equal["distributed"]["speeds"]["per_sample_s"]  # the ranks' own probe in the first run
     slowdown = probe_speeds[1] / probe_speeds[0]
     # Pinned ranks own a core each: each sees the other core busy (1 busy core), and rank 1 is
     # slower by what its probe measured beside the busy loop.
     others = float(len(cores) - 1)
     ranks = [RankSpec(Plan("cpu", threads=1), 1.0, busy_cores=others), RankSpec(Plan("cpu", threads=1), slowdown, busy_cores=others)]
-    batch = 64
     pred_equal = predict_ranks(cost, profile, ranks, load, link=link, shares=(batch // 2, batch - batch // 2))
     pred_fair = predict_ranks(cost, profile, ranks, load, link=link)
     choice = choose_ranks_or_single(cost, profile, ranks, load, link=link)
