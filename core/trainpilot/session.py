@@ -216,7 +216,6 @@ class TrainingSession:
 
     def _run(self) -> Iterator[ev.Event]:
         from .agent import HardwareOrchestrator, observe_hardware
-        from .checkpoint import load_checkpoint
         from .data import resolve_dataset
         from .paths import runs_dir
         from .trainer import Trainer, seed_everything
@@ -229,7 +228,7 @@ class TrainingSession:
                 cfg = replace(cfg, resume=resume.resolve_run(cfg.resume))
                 self.config = cfg
             resume_path = resume.checkpoint_path(cfg.resume)
-            resume_state = load_checkpoint(resume_path)
+            resume_state = self._load_resume_state(resume_path)
             saved = resume_state["config"]
             cfg = replace(cfg, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"], val_fraction=saved["val_fraction"], freeze=saved.get("freeze", cfg.freeze), epochs=cfg.epochs if cfg.epochs is not None else saved["epochs"])
             self.config = cfg
@@ -273,15 +272,13 @@ class TrainingSession:
         self.predictions = {p.plan: p for p in planning.predictions}
         decision = planning.decision
         self.rt.confidence, self.rt.policy = decision.confidence, decision.policy
-        plan, source, reason = decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision"
-        if cfg.backend != "auto" or cfg.threads or cfg.compile:
-            plan, source, reason = self._forced_plan(cfg, agent, profile, load)
+        plan, source, reason = self._act_plan(decision, cfg, agent, profile, load)
         if resume_state and source == "agent":
             source, reason = "resume", f"resumed run {self.run_id} from epoch {start_epoch}, step {start_step}"
 
         # ACT
         check_memory(plan, profile, dataset, self._backends(plan.backend))
-        self.trainer = Trainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends)
+        self.trainer = self._make_trainer(Trainer, model, train_set, val_set)
         trainer = self.trainer
         totals = _Totals()
         if resume_state:
@@ -310,7 +307,7 @@ class TrainingSession:
                 if stopped is None:
                     stopped = yield from self._train_epoch(epoch, first_step, totals, segments, load)
             except Exception as exc:
-                if self.plan is None or self.plan.is_eager_cpu or self._snapshot is None:
+                if not self._can_fall_back():
                     raise
                 # A device fault (an exception from the device, out of memory, a failed conversion,
                 # NaNs only the device produced): back to the last good state, on the CPU.
@@ -347,7 +344,7 @@ class TrainingSession:
             # Step boundary: apply what other threads asked for.
             self._position = (epoch, step_index, totals)
             yield from self._apply_commands(load, segments)
-            if self._stop_reason:
+            if self._stop_requested():
                 yield from self._checkpoint(epoch, step_index, "interrupt", totals)
                 yield self._finish("interrupted", f"stopped ({self._stop_reason}) at epoch {epoch + 1}, step {step_index}; resume with --resume {self.run_id}")
                 return True
@@ -452,6 +449,28 @@ class TrainingSession:
         return self._plan_for("cpu", None)
 
     # ---------------------------------------------------------------- helpers
+    # (the small methods below are where a distributed rank differs: distributed/session.py)
+
+    def _load_resume_state(self, path: Path) -> dict[str, Any]:
+        from .checkpoint import load_checkpoint
+
+        return load_checkpoint(path)
+
+    def _act_plan(self, decision: Any, cfg: SessionConfig, agent: Any, profile: Any, load: Any) -> tuple[Plan, str, str]:
+        if cfg.backend != "auto" or cfg.threads or cfg.compile:
+            return self._forced_plan(cfg, agent, profile, load)
+        return decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision"
+
+    def _make_trainer(self, trainer_cls: Any, model: Any, train_set: Any, val_set: Any) -> Any:
+        cfg = self.config
+        return trainer_cls(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends)
+
+    def _can_fall_back(self) -> bool:
+        """Whether a failed step may continue on the CPU from the last good state (device plans)."""
+        return self.plan is not None and not self.plan.is_eager_cpu and self._snapshot is not None
+
+    def _stop_requested(self) -> bool:
+        return bool(self._stop_reason)
 
     def _forced_plan(self, cfg: SessionConfig, agent: Any, profile: Any, load: Any) -> tuple[Plan, str, str]:
         name = "cpu" if cfg.backend == "auto" else cfg.backend

@@ -65,4 +65,4 @@ def test_plan_shows_time_and_energy_for_every_plan_and_follows_the_objective() -
     cuda = next(r for r in rows["energy"]["plans"] if r["backend"] == "cuda")
     assert "450 W cuda power" in cuda["energy_source"]  # the profile's figure, with its source
     table = runner.invoke(app, ["headless", "plan", "--hardware", "linux-cuda-rtx4090", "--objective", "edp"], env={"COLUMNS": "200"})
-    assert table.exit_code == 0 and "J est." in table.stdout and "objective edp" in table.stdout
+    assert table.exit_code == 0 and "J est." in table.stdout and "(objective edp)" in table.stdout

@@ -202,6 +202,18 @@ def test_estimated_runs_say_how_many_cores_a_plan_kept_busy() -> None:
     assert power.watts(Plan("cpu", threads=1)).watts == 5.0  # no run of it: the figure
 
 
+def test_a_split_plan_is_metered_and_keyed_by_its_workers() -> None:
+    power = PlanPower(PowerFigures(5.0, "est.: 5 W per busy core"), logical_cpus=2)
+    split = Plan.split([Plan("cuda", device="cuda:0"), Plan("cpu", threads=1)])
+    watts = power.watts(split)
+    assert watts.watts == 250.0 + 5.0 + 5.0 and watts.estimated and watts.source.startswith("cuda: est.: 250 W")
+    power.learn(split, 100.0, "measured: RAPL package + NVML energy counter", 1.0)
+    assert power.watts(split).watts == 100.0 and power.watts(Plan.split([Plan("cpu", threads=1)] * 2)).watts == 10.0
+    meter = EnergyMeter([CpuTimeEstimate(5.0, "est.: 5 W")], figures=PowerFigures(5.0, "est.: 5 W"), nvml=None)
+    meter.cover(split)
+    assert meter.covers == {"cpu", "cuda"} and len(meter.sources) == 2
+
+
 def test_annotate_puts_energy_beside_time() -> None:
     power = PlanPower(PowerFigures(5.0, "est.: 5 W per busy core"))
     p = annotate(prediction(Plan("cpu", threads=2), 3.0), power)

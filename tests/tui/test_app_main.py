@@ -11,6 +11,7 @@ from trainpilot_tui import app_main
 from trainpilot_tui.cli.run import run_command
 
 HEADLESS_ONLY = {"as_json", "jsonl", "quiet"}  # output formats for scripts; the app is the output
+HEADLESS_ONLY |= {"nproc", "timeout", "shares"}  # distributed runs: several processes, no app to show them
 
 
 def test_it_takes_the_options_of_headless_run_plus_theme() -> None:

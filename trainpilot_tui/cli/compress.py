@@ -26,7 +26,7 @@ def compress_command(
     timing_batch: Optional[int] = typer.Option(None, "--timing-batch", help="Batch whose step time is measured (default: --batch-size)."),
     dense_epochs: float = typer.Option(24.0, "--dense-epochs", help="Epochs to train the dense model first."),
     finetune_steps: int = typer.Option(30, "--finetune-steps", help="Fine-tuning steps after each pruning in the search (the reward's short fine-tune)."),
-    deploy_epochs: float = typer.Option(6.0, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model."),
+    deploy_epochs: float = typer.Option(12.0, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Export directory for the deployed model (must not exist; default: TrainPilot's data directory/compressed/)."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, splits and the agent."),

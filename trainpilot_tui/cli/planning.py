@@ -137,15 +137,16 @@ def _print_plan(report: dict[str, Any]) -> None:
                       "[bold green]chosen[/]" if row["chosen"] else "")
     console.print(table)
     console.print("[dim]predicted: the time and its 80 % interval, from how far this kind of prediction (cold / warm) has missed here[/]")
-    sources = sorted({row["energy_source"] for row in report["plans"] if row.get("energy_source")})
+    # The figure each estimate starts from, once (rows differ only by their thread count).
+    sources = sorted({row["energy_source"].split(" x ")[0] for row in report["plans"] if row.get("energy_source")})
     if sources:
         console.print("[dim]energy from: " + "; ".join(sources) + "[/]")
     chosen = report["chosen"]
     margin = f", {chosen['margin']:.0%} ahead of the next plan" if chosen.get("margin") is not None else ""
+    energy = f", {_energy(chosen.get('energy_j'), chosen.get('energy_source'))}" if chosen.get("energy_j") is not None else ""
     console.print(
-        f"choice: [bold]{chosen['label']}[/], predicted {_range(chosen['predicted_s'], chosen.get('predicted_low_s'), chosen.get('predicted_high_s'))}{margin},"
-        f"{', ' + _energy(chosen.get('energy_j'), chosen.get('energy_source')) if chosen.get('energy_j') is not None else ''}"
-        f" — objective {report.get('objective', 'time')}, confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
+        f"choice: [bold]{chosen['label']}[/], predicted {_range(chosen['predicted_s'], chosen.get('predicted_low_s'), chosen.get('predicted_high_s'))}{energy}{margin}"
+        f" (objective {report.get('objective', 'time')}), confidence {chosen['confidence']:.2f} ({chosen['policy']}); thinking took {report['thinking_ms']:.1f} ms"
     )
     for line in report["reasoning"]:
         console.print(f"  [dim]{line}[/]")
@@ -210,6 +211,7 @@ def history_command(
 def calibrate_command(
     quick: bool = typer.Option(False, "--quick", help="About 10 s instead of about 45 s (2 cores): fewer micro-benchmarks, shorter timings."),
     compile: bool = typer.Option(False, "--compile", help="Measure torch.compile instead: compile time per layer kind and the compiled step's speed, so compiled CPU plans can be predicted (about a minute on 2 cores; needs a C++ compiler)."),
+    loopback: bool = typer.Option(False, "--loopback", help="Measure only the loopback link multi-process ranks all-reduce over (two gloo processes, a few seconds) and cache it."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored calibration as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
@@ -221,6 +223,11 @@ def calibrate_command(
     """
     if compile and quick:
         usage_error("--compile has no quick mode: compiling each network is what takes the time")
+    if loopback:
+        from .cluster import loopback_command
+
+        loopback_command(as_json)
+        return
     from trainpilot.predict import CostModel
 
     try:

@@ -103,6 +103,9 @@ def run_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the result on stdout at the end."),
     jsonl: bool = typer.Option(False, "--jsonl", help="Print every event as a JSON line on stdout as it happens."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Train as N ranks on this machine (torch.distributed, DDP; gloo on the CPU, nccl on GPUs), each rank pinned to its share of the cores, each batch split by measured rank speed. Across machines use torchrun (README, Scale-out)."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Distributed runs: seconds a rank waits for the others before the run fails with a checkpoint."),
+    shares: str = typer.Option("measured", "--shares", help="Distributed runs: split each batch by measured rank speed (measured) or evenly (equal)."),
 ) -> None:
     """Observe, plan, train and report: the agent picks the fastest plan unless --backend says otherwise.
 
@@ -115,6 +118,9 @@ def run_command(
     from .progress import StderrProgress
 
     config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze, compile=compile, objective=objective)
+    from .distributed_run import dispatch_distributed
+
+    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))
     session = TrainingSession(config)
     finished: ev.RunFinished | None = None
     with _SignalStop(session) as stop, StderrProgress(quiet=quiet) as progress:

@@ -48,9 +48,12 @@ class Verdict:
     exported: dict[str, str] = field(default_factory=dict)
 
 
-def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, epochs: float, batch: int, seed: int, threads: int) -> Tuned:
-    """The deployment fine-tune (the same budget for the agent's choice and the baselines)."""
-    train_steps(pruned.model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=FINETUNE_LR, seed=seed, threads=threads)
+def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, epochs: float, batch: int, seed: int, threads: int,
+              teacher: nn.Module | None = None) -> Tuned:
+    """The deployment fine-tune, distilling from `teacher` (the dense model): the same budget and
+    recipe for the agent's choice and the baselines."""
+    train_steps(pruned.model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=FINETUNE_LR, seed=seed,
+                threads=threads, teacher=teacher)
     return Tuned(pruned, accuracy(pruned.model, test, threads=threads))
 
 

@@ -76,7 +76,7 @@ class Evaluator:
         start = time.perf_counter()
         pruned = self.prune(sparsity)
         train_steps(pruned.model, self.train, steps=self.finetune_steps, batch=self.batch, lr=FINETUNE_LR,
-                    seed=self.seed, threads=self.threads)
+                    seed=self.seed, threads=self.threads, teacher=self.dense)
         acc = accuracy(pruned.model, self.val, threads=self.threads)
         times = self.cycles(pruned.model)
         speedup = times.speedup("pruned")

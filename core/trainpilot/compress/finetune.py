@@ -10,6 +10,10 @@ from torch import nn
 
 LEARNING_RATE = 1e-3
 FINETUNE_LR = 5e-4  # a pruned model starts from trained weights: smaller steps keep what it knew
+# Fine-tuning a pruned model distils from the dense one (Hinton et al. 2015): its softened outputs
+# carry more than the labels, which is what a model that just lost channels needs to recover.
+DISTILL_WEIGHT = 0.7
+DISTILL_TEMPERATURE = 4.0
 
 
 @dataclass(frozen=True)
@@ -28,16 +32,20 @@ def tensors(dataset: object) -> Tensors:
     return Tensors(torch.from_numpy(np.ascontiguousarray(X)), torch.from_numpy(y))
 
 
-def train_steps(model: nn.Module, data: Tensors, *, steps: int, batch: int, lr: float, seed: int, threads: int) -> float:
+def train_steps(model: nn.Module, data: Tensors, *, steps: int, batch: int, lr: float, seed: int, threads: int,
+                teacher: nn.Module | None = None) -> float:
     """`steps` Adam steps on shuffled mini-batches (epochs wrap around), the learning rate annealed
     from `lr` to 0 on a cosine: the model ends in a settled state, so the accuracy compared before
-    and after pruning is not the luck of the last few steps. Returns the last loss."""
+    and after pruning is not the luck of the last few steps. With a `teacher` (the dense model) the
+    loss also distils its softened outputs. Returns the last loss."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(steps, 1))
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     model.train()
+    if teacher is not None:
+        teacher.eval()
     loss = torch.tensor(float("nan"))
     order = torch.randperm(len(data), generator=gen)
     at = 0
@@ -48,7 +56,13 @@ def train_steps(model: nn.Module, data: Tensors, *, steps: int, batch: int, lr: 
             idx = order[at:at + batch]
             at += batch
             opt.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(model(data.X[idx]), data.y[idx])
+            logits = model(data.X[idx])
+            loss = nn.functional.cross_entropy(logits, data.y[idx])
+            if teacher is not None:
+                with torch.no_grad():
+                    soft = nn.functional.softmax(teacher(data.X[idx]) / DISTILL_TEMPERATURE, dim=1)
+                distill = nn.functional.kl_div(nn.functional.log_softmax(logits / DISTILL_TEMPERATURE, dim=1), soft, reduction="batchmean")
+                loss = (1 - DISTILL_WEIGHT) * loss + DISTILL_WEIGHT * DISTILL_TEMPERATURE ** 2 * distill
             loss.backward()
             opt.step()
             schedule.step()

@@ -53,7 +53,7 @@ class CompressConfig:
     timing_batch: int | None = None  # the batch whose step time counts (default batch_size)
     dense_epochs: float = 24.0
     finetune_steps: int = 30  # per search episode
-    deploy_epochs: float = 6.0
+    deploy_epochs: float = 12.0
     search_repeats: int = 5  # measured steps per model per episode
     deploy_repeats: int = 21
     max_sparsity: float = DEFAULT_MAX_SPARSITY
@@ -246,7 +246,8 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
         verdict = Verdict(False, "not deployed: the search was stopped before it finished", 0.0, 0.0, target.cycles_label)
     else:
         say(ev.StageStarted("deploy", f"fine-tuning the best configuration (episode {evaluations.index(chosen) + 1}) for {config.deploy_epochs:g} epochs, re-measuring"))
-        tuned = fine_tune(evaluator.prune(chosen.sparsity), train, test, epochs=config.deploy_epochs, batch=config.batch_size, seed=config.seed, threads=threads)
+        tuned = fine_tune(evaluator.prune(chosen.sparsity), train, test, epochs=config.deploy_epochs, batch=config.batch_size, seed=config.seed,
+                          threads=threads, teacher=dense)
         measured = remeasure(dense, {"pruned": tuned.pruned.model}, shape, classes, batch=timing_batch, threads=threads, repeats=config.deploy_repeats, seed=config.seed)
         predicted = predicted_on(machines, dense, tuned.pruned.model, shape, classes, timing_batch)
         target_times = predicted[config.hardware] if target.is_described and config.hardware else measured

@@ -96,7 +96,12 @@ class EnergyMeter:
     # ------------------------------------------------------------ a plan change mid-run
 
     def cover(self, plan: "Plan") -> None:
-        """Make sure the energy of `plan`'s device is counted (a run moved to the GPU mid-way)."""
+        """Make sure the energy of `plan`'s device is counted (a run moved to the GPU mid-way; each
+        worker of a split plan)."""
+        if plan.workers:
+            for worker in plan.workers:
+                self.cover(worker)
+            return
         if plan.backend in self.covers:
             return
         source = accelerator_source(plan, self.figures or machine_figures(), self._nvml)

@@ -25,7 +25,8 @@ HISTORY_LIMIT = 500  # newest runs read for power: enough for a median per plan,
 
 
 def _cpu_key(plan: "Plan") -> tuple[Any, ...]:
-    return (plan.backend, plan.threads, plan.device)  # compiling changes time, not the cores kept busy
+    # Compiling changes time, not the cores kept busy; a split plan's mode names its workers.
+    return (plan.backend, plan.threads, plan.device, plan.mode if plan.workers else None)
 
 
 @dataclass

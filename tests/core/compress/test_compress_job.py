@@ -10,7 +10,7 @@ import torch
 
 from trainpilot.compress import CompressConfig, run_compression
 from trainpilot.compress import events as ev
-from trainpilot.compress.deploy import Tuned, judge, load_exported
+from trainpilot.compress.deploy import Tuned, export, judge, load_exported, plan_document
 from trainpilot.compress.job import split_three
 from trainpilot.errors import ConfigError, DatasetError
 from trainpilot.data import demo_dataset
@@ -19,27 +19,38 @@ QUICK = dict(episodes=4, threads=1, batch_size=32, dense_epochs=3, finetune_step
              search_repeats=3, deploy_repeats=5, predict_on=("apple-m2",))
 
 
-def test_a_short_search_reaches_a_small_target_and_exports(demo_small, tmp_path: Path) -> None:
+def test_a_short_search_reaches_a_small_target(demo_small) -> None:
     seen: list[object] = []
-    out = tmp_path / "export"
     report = run_compression(CompressConfig(model="small_cnn", dataset=demo_small, target_speedup=1.15, max_accuracy_drop=15.0,
-                                            out=str(out), **QUICK), on_event=seen.append)
+                                            export=False, **QUICK), on_event=seen.append)
     data = report.to_dict()
     assert [type(e).__name__ for e in seen if isinstance(e, ev.EpisodeEvaluated)] == ["EpisodeEvaluated"] * 4
     assert isinstance(seen[-1], ev.CompressionFinished) and seen[-1].report is report
     assert data["search"]["episodes"] == 4 and len(data["search"]["evaluations"]) == 4
-    assert data["deployed"], data["reason"]
-    assert data["speedup_measured"] >= 1.15 and data["step_time_label"] == "measured"
-    assert data["accuracy_drop"] <= 15.0 and data["params_pruned"] < data["params_dense"]
+    assert report.chosen is not None and report.chosen.reward.speed_met and report.chosen.cycles == "measured"
+    assert data["step_time_label"] == "measured" and data["speedup_measured"] > 1.0  # re-measured: noise may move it
+    assert data["params_pruned"] < data["params_dense"] and data["accuracy_split"] == "test"
     assert data["predicted"]["apple-m2"]["label"] == "predicted"
     assert {l["name"] for l in data["layers"]} == {"features.0", "features.3"}
     assert any(l["kept_channels"] < l["out_channels"] for l in data["layers"])
-    assert sorted(p.name for p in out.iterdir()) == ["model.pt", "plan.json"]  # this machine is not Apple: no .mlpackage
-    plan = json.loads((out / "plan.json").read_text())
-    assert plan["layers"]["features.3"]["kept_channels"] == next(l["kept_channels"] for l in data["layers"] if l["name"] == "features.3")
+    if not data["deployed"]:  # only a re-measurement below the target may refuse it here (drop allowed: 15 points)
+        assert "speed-up" in data["reason"] and "accuracy" not in data["reason"]
+
+
+def test_the_export_is_atomic_and_rebuilds_the_pruned_model(evaluator, tmp_path: Path) -> None:
+    pruned = evaluator.prune({"features.0": 0.25, "features.3": 0.5})
+    tuned = Tuned(pruned, 0.9)
+    document = plan_document("small_cnn", (1, 28, 28), 10, tuned, {"speedup_measured": 1.7})
+    out = tmp_path / "export"
+    written = export(out, tuned, document, (1, 28, 28), mlpackage=True)
+    assert sorted(p.name for p in out.iterdir()) == ["model.mlpackage", "model.pt", "plan.json"]
+    assert set(written) == {"state_dict", "plan", "mlpackage"} and sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+    assert json.loads((out / "plan.json").read_text())["layers"]["features.3"]["kept_channels"] == 16
     model = load_exported(out)
     x = torch.randn(2, 1, 28, 28)
-    assert torch.allclose(model(x), report.tuned.pruned.model.eval()(x), atol=1e-5)
+    assert torch.allclose(model(x), pruned.model.eval()(x), atol=1e-5)
+    with pytest.raises(ConfigError, match="already exists"):
+        export(out, tuned, document, (1, 28, 28), mlpackage=False)
 
 
 def test_deployment_is_refused_when_the_speed_target_is_missed(demo_small, tmp_path: Path) -> None:

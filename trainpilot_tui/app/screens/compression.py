@@ -49,7 +49,8 @@ class CompressionScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         model = self.config.model if isinstance(self.config.model, str) else self.config.model.get("name")
         where = self.config.hardware or "this machine"
-        yield Static(f"[b]Compression[/b] {model} on {self.config.dataset or 'demo'} for {where}:"
+        dataset = getattr(self.config.dataset, "source", self.config.dataset) or "demo"  # a path, or a loaded Dataset
+        yield Static(f"[b]Compression[/b] {model} on {dataset} for {where}:"
                      f" >= {self.config.target_speedup:g}x at <= {self.config.max_accuracy_drop:g} pt", id="title")
         yield Static("starting", id="status")
         with Horizontal(id="panels"):

@@ -1,0 +1,78 @@
+"""Each rank's measured speed, and the shares of every batch that follow from it.
+
+A rank's speed is timed where it will train (its cores, its threads, the load it meets) on a
+private copy of the model, so measuring changes no weight, no optimizer state and no random
+stream: the run stays step-for-step equal to a single-process run. Every rank gathers every rank's
+figure and computes the same shares from them (`hetero.shares`, the split planner's function), so
+no rank needs to be told its share.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..hetero.shares import finish_time_shares
+from .group import RankGroup
+
+WARMUP_PASSES = 1
+TIMED_PASSES = 3
+
+
+@dataclass(frozen=True)
+class RankSpeeds:
+    per_sample_s: tuple[float, ...]  # each rank's measured seconds per sample (forward + backward)
+    shares: tuple[int, ...]  # samples of one full batch per rank
+    policy: str  # "measured" | "equal"
+
+    @property
+    def samples_per_s(self) -> tuple[float, ...]:
+        return tuple(1.0 / c for c in self.per_sample_s)
+
+    def describe(self) -> str:
+        speeds = ", ".join(f"rank {i} {s:,.0f}" for i, s in enumerate(self.samples_per_s))
+        split = "/".join(str(n) for n in self.shares)
+        why = "in proportion to speed" if self.policy == "measured" else "equal shares (asked for)"
+        return f"measured samples/s: {speeds}; batch split {split}, {why}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_sample_s": list(self.per_sample_s), "samples_per_s": list(self.samples_per_s), "shares": list(self.shares), "policy": self.policy}
+
+
+def equal_shares(batch: int, world: int) -> tuple[int, ...]:
+    return tuple(batch // world + (1 if r < batch % world else 0) for r in range(world))
+
+
+def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> float:
+    """Seconds per sample of forward + backward on a copy of `model` (the median of a few passes)."""
+    probe = copy.deepcopy(model).to(device).train()
+    loss_fn = nn.CrossEntropyLoss()
+    x, y = x.to(device), y.to(device)
+    times = []
+    for i in range(WARMUP_PASSES + TIMED_PASSES):
+        start = time.perf_counter()
+        loss = loss_fn(probe(x), y)
+        loss.backward()
+        for p in probe.parameters():
+            p.grad = None
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i >= WARMUP_PASSES:
+            times.append(time.perf_counter() - start)
+    return float(np.median(times)) / max(len(x), 1)
+
+
+def measure_shares(group: RankGroup, model: nn.Module, inputs: Any, labels: np.ndarray, batch: int, device: torch.device, policy: str = "measured") -> RankSpeeds:
+    """Time this rank, gather every rank's time, and split `batch` by finish time."""
+    n = max(1, min(batch // group.world_size, len(labels)))
+    x = torch.as_tensor(np.asarray(inputs[np.arange(n)]), dtype=torch.float32)
+    y = torch.as_tensor(labels[:n])
+    mine = time_per_sample(model, x, y, device)
+    per_sample = tuple(float(v) for v in group.gather(mine, "the speed measurement"))
+    shares = finish_time_shares(batch, per_sample) if policy == "measured" else equal_shares(batch, group.world_size)
+    return RankSpeeds(per_sample, shares, policy)

@@ -1,0 +1,95 @@
+"""The training step of one rank: its share of the batch through DistributedDataParallel.
+
+Uneven shares are per-rank batch sizes with the loss scaled, not DDP's `Join`. `Join` is for ranks
+that run out of batches at different times: it shadows the missing all-reduces with zeros and
+still divides by the world size, so a step is no longer the full-batch step, and the fast rank
+idles at the end instead of every step being balanced. Here every rank takes part in every step
+with the samples it can finish in the same time, and rank i's loss is
+
+    sum of its samples' losses * world_size / batch
+
+so DDP's average over ranks, (1/world) * sum_i world/batch * sum grad = (1/batch) * sum of all
+samples' gradients: exactly the gradient of the mean loss over the whole batch, as one process
+would compute it (up to float summation order).
+
+Every rank walks the same seeded batch order (the single-process trainer's), taking its slice of
+each batch; a short last batch is split again by the same speeds.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..hetero.shares import finish_time_shares
+from ..plans import Plan
+from ..trainer import StepResult, Trainer
+from .group import RankGroup
+from .speed import RankSpeeds, equal_shares, measure_shares
+
+
+class DistributedTrainer(Trainer):
+    def __init__(self, *args: Any, group: RankGroup, share_policy: str = "measured", **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.group = group
+        self.share_policy = share_policy
+        self.speeds: RankSpeeds | None = None
+        self._sum_loss = nn.CrossEntropyLoss(reduction="sum")
+
+    def use_plan(self, plan: Plan) -> None:
+        """The rank's plan, then the DDP wrapper (which checks every rank holds the same parameter
+        shapes and broadcasts rank 0's values), then the speed measurement that sets the shares."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        super().use_plan(plan)
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        module = self.model
+        self.model = self.group.guarded("setting up DistributedDataParallel", lambda: DistributedDataParallel(module, device_ids=device_ids))
+        self.rebalance()
+
+    def rebalance(self) -> RankSpeeds:
+        self.speeds = measure_shares(self.group, self.full_model, self._inputs, self.train_set.y, self.batch_size, self.device, self.share_policy)
+        return self.speeds
+
+    def shares_for(self, batch: int) -> tuple[int, ...]:
+        assert self.speeds is not None
+        if batch == sum(self.speeds.shares):
+            return self.speeds.shares
+        if self.share_policy == "equal":
+            return equal_shares(batch, self.group.world_size)
+        return finish_time_shares(batch, self.speeds.per_sample_s)
+
+    def train_step(self, epoch: int, step: int) -> StepResult:
+        """Step `step` of `epoch` on this rank's share; the figures returned are the whole batch's."""
+        start = time.perf_counter()
+        order = self.epoch_order(epoch)
+        batch_idx = order[step * self.batch_size : (step + 1) * self.batch_size]
+        shares = self.shares_for(len(batch_idx))
+        first = sum(shares[: self.group.rank])
+        idx = batch_idx[first : first + shares[self.group.rank]]
+        x = self._batch(self._inputs, idx).to(self.device, non_blocking=True)
+        y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.model(x)
+        loss_sum = self._sum_loss(logits, y)
+        scaled = loss_sum * (self.group.world_size / len(batch_idx))
+        self.group.guarded(f"the gradient all-reduce of epoch {epoch + 1}, step {step + 1}", scaled.backward)
+        correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0
+        # Before the optimizer step: if a peer is gone, this step has changed nothing yet, so the
+        # checkpoint rank 0 then writes is the state at this step's start.
+        loss_total, correct_total, seen = self.group.sum([float(loss_sum.detach()), float(correct), float(len(idx))], f"epoch {epoch + 1}, step {step + 1}")
+        self.optimizer.step()
+        return StepResult(epoch, step + 1, self.steps_per_epoch, loss_total / max(seen, 1.0), int(correct_total), int(seen), time.perf_counter() - start)
+
+    def weight_spread(self) -> float:
+        """Max abs difference of any weight between ranks (DDP keeps them equal; this checks it)."""
+        tensors = [t.detach().reshape(-1).double().cpu() for t in self.full_model.state_dict().values() if t.is_floating_point()]
+        return self.group.spread(torch.cat(tensors), "the end-of-run weight check")
+
+    def evaluate(self) -> float | None:
+        """Only rank 0 reports validation accuracy; the others skip the work (they wait for rank 0
+        at the next collective instead of spending their core on a figure nobody shows)."""
+        return super().evaluate() if self.group.rank == 0 else None

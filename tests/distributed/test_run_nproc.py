@@ -1,0 +1,93 @@
+"""Distributed runs for real: two gloo ranks on loopback, a small model, a few steps each."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from typer.testing import CliRunner
+
+from trainpilot.paths import runs_dir
+from trainpilot.predict.history import History
+from trainpilot_tui.cli import app
+
+runner = CliRunner()
+FAULTY = f"{Path(__file__).with_name('faulty_model.py')}:FaultyMLP"
+
+
+def weights(run_id: str) -> dict[str, torch.Tensor]:
+    return torch.load(runs_dir() / run_id / "latest.pt", map_location="cpu", weights_only=True)["model_state"]
+
+
+def max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def recorded(home: Path, run_id: str) -> list[str]:
+    return [r.status for r in History(home / "history.sqlite3").records() if r.run_id == run_id]
+
+
+def test_torchrun_then_nproc_resume_equals_single_process(ddp_dataset, trainpilot_home, monkeypatch):
+    monkeypatch.setenv("TP_TEST_FAULT", "slow")  # rank 1 is the slow one: it must get the smaller share
+    monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
+    args = ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "--seed", "3", "-q", "--json"]
+    # the torchrun form: every process is a rank (RANK/WORLD_SIZE set); rank 0 alone prints --json
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "trainpilot_tui", *args, "-e", "1"]
+    first = subprocess.run(torchrun, capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert first.returncode == 0, first.stderr[-2000:]
+    data = json.loads(first.stdout)  # one JSON document: printed once
+    dist = data["distributed"]
+    assert data["status"] == "success" and data["plan"]["mode"] == "ddp-2"
+    shares = dist["speeds"]["shares"]
+    assert sum(shares) == 64 and shares[0] > shares[1], shares  # measured speeds -> uneven shares
+    assert dist["weight_max_abs_diff_across_ranks"] == 0.0  # DDP: bit-identical on both ranks
+    run_id = data["run_id"]
+    assert recorded(trainpilot_home, run_id) == ["success"]  # by rank 0 only
+
+    resumed = runner.invoke(app, args + ["--nproc", "2", "--resume", run_id, "-e", "2"])
+    assert resumed.exit_code == 0, (resumed.stderr[-2000:], resumed.exception)
+    again = json.loads(resumed.stdout)
+    assert again["run_id"] == run_id and [e["epoch"] for e in again["epochs"]] == [1, 2]
+    assert again["distributed"]["weight_max_abs_diff_across_ranks"] == 0.0
+    assert recorded(trainpilot_home, run_id) == ["success", "success"]  # one record per launch, not per rank
+
+    single = runner.invoke(app, args + ["-e", "2", "--backend", "cpu", "--threads", "1"])
+    assert single.exit_code == 0, single.output
+    reference = json.loads(single.stdout)["run_id"]
+    # same seed, same batches: 2 ranks with uneven shares, stopped after epoch 1 and resumed from
+    # rank 0's checkpoint, end where one process ends (float summation order aside)
+    assert max_abs_diff(weights(run_id), weights(reference)) < 1e-5
+
+
+def _assert_failed_with_checkpoint(result, expected: str) -> None:
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and expected in errors[0] and "--resume" in errors[0], result.stderr
+    (run,) = list(runs_dir().iterdir())
+    state = torch.load(run / "latest.pt", map_location="cpu", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 2)  # the start of the step that failed, by rank 0
+
+
+def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkeypatch):
+    monkeypatch.setenv("TP_TEST_FAULT", "die")
+    monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
+    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "12")
+    start = time.monotonic()
+    result = runner.invoke(app, ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--nproc", "2", "--timeout", "60"])
+    assert time.monotonic() - start < 45  # a closed socket is noticed at once, not after --timeout
+    _assert_failed_with_checkpoint(result, "another rank died")
+
+
+def test_a_hung_rank_fails_the_run_after_the_timeout(ddp_dataset, monkeypatch):
+    monkeypatch.setenv("TP_TEST_FAULT", "hang")
+    monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
+    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "12")
+    start = time.monotonic()
+    result = runner.invoke(app, ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--nproc", "2", "--timeout", "2"])
+    assert time.monotonic() - start < 45  # timeout, then the stuck rank's own bounded stop
+    _assert_failed_with_checkpoint(result, "did not answer within 2 s")
