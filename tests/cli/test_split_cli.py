@@ -54,3 +54,15 @@ def test_bad_cluster_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_this_machine_in_a_cluster_needs_a_calibration() -> None:
     result = runner.invoke(app, ["headless", "plan", "--cluster", str(ROOT / "profiles" / "clusters" / "this-and-m2-1gbe.toml")])
     assert result.exit_code == 1 and "not calibrated" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_calibrate_loopback_prints_the_measured_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainpilot.hetero import link
+
+    # the real probe runs in tests/core/test_hetero_cluster.py; here only what the command prints
+    monkeypatch.setattr(link, "measure_loopback", lambda: link.Link(5e8, 2e-4, "measured: gloo (test)", startup_s=3.0))
+    result = runner.invoke(app, ["headless", "calibrate", "--loopback"])
+    assert result.exit_code == 0, result.output
+    assert "0.50 GB/s, 200 µs latency" in result.stdout and "3.0 s" in result.stdout
+    data = json.loads(runner.invoke(app, ["headless", "calibrate", "--loopback", "--json"]).stdout)
+    assert data["bandwidth_bytes_per_s"] == 5e8

@@ -56,3 +56,18 @@ def _print(report: dict[str, Any]) -> None:
     console.print(f"[bold]{report['verdict']}[/]")
     for note in report["notes"]:
         console.print(f"[dim]note: {note}[/]")
+
+
+def loopback_command(as_json: bool) -> None:
+    """`calibrate --loopback`: measure (again) and cache the gloo loopback link."""
+    from trainpilot.hetero.link import loopback_link
+
+    try:
+        link = loopback_link(refresh=True)
+    except (RuntimeError, OSError) as exc:
+        fail(str(exc))
+    if as_json:
+        print_json(link.to_dict())
+        return
+    print(f"loopback (gloo all-reduce, 2 processes): {link.bandwidth_bytes_per_s / 1e9:.2f} GB/s, {link.latency_s * 1e6:.0f} µs latency"
+          f" per ring phase; ranks start and form a group in {link.startup_s:.1f} s")

@@ -211,6 +211,7 @@ def history_command(
 def calibrate_command(
     quick: bool = typer.Option(False, "--quick", help="About 10 s instead of about 45 s (2 cores): fewer micro-benchmarks, shorter timings."),
     compile: bool = typer.Option(False, "--compile", help="Measure torch.compile instead: compile time per layer kind and the compiled step's speed, so compiled CPU plans can be predicted (about a minute on 2 cores; needs a C++ compiler)."),
+    loopback: bool = typer.Option(False, "--loopback", help="Measure only the loopback link multi-process ranks all-reduce over (two gloo processes, a few seconds) and cache it."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored calibration as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
@@ -222,6 +223,11 @@ def calibrate_command(
     """
     if compile and quick:
         usage_error("--compile has no quick mode: compiling each network is what takes the time")
+    if loopback:
+        from .cluster import loopback_command
+
+        loopback_command(as_json)
+        return
     from trainpilot.predict import CostModel
 
     try:
