@@ -205,13 +205,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((model, measure(args, model, threads)))
     fixed = f"cpu x{threads} in both" if threads else "each mode at its agent's plan"
     print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up), {fixed}, app at {args.size} sampling at {args.refresh_hz:g} Hz, median of {max(1, args.repeats)}")
-    header = f"{'model':<12} {'headless plan':<16} {'headless':>9}  {'app plan':<16} {'app':>9}  {'UI load':>8}  {'app/headless':>12}"
+    w = max([16] + [len(m[k]["plan"]) for _, m in rows for k in ("headless", "tui")])
+    header = f"{'model':<12} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'app/headless':>12}"
     print(header)
     print("-" * len(header))
     for model, m in rows:
         h, t = m["headless"], m["tui"]
         ok = "ok" if m["ratio"] <= TARGET else "over"
-        print(f"{model:<12} {h['plan']:<16} {h['train_s']:>8.2f}s  {t['plan']:<16} {t['train_s']:>8.2f}s  {t['ui_cores']:>6.2f} c  {m['ratio']:>12.3f}  {ok}")
+        print(f"{model:<12} {h['plan']:<{w}} {h['train_s']:>8.2f}s  {t['plan']:<{w}} {t['train_s']:>8.2f}s  {t['ui_cores']:>6.2f} c  {m['ratio']:>12.3f}  {ok}")
     worst = max(rows, key=lambda r: r[1]["ratio"])
     verdict = "met" if worst[1]["ratio"] <= TARGET else "NOT met"
     print(f"UI load = cores this process's own threads besides training used during the app's run (the agent counts it as load)")

@@ -44,7 +44,7 @@ def test_a_long_history_replaces_the_prior_with_its_own_skewed_spread():
     # a busy-state prediction does not borrow the idle runs' spread: the prior speaks there
     lo_busy, hi_busy, runs_busy = log_bounds(samples, WARM, 1.0, prior_sigma(WARM, 0.05))
     assert runs_busy < 1.0 and hi_busy == pytest.approx(-lo_busy, rel=0.05)
-    # nor does a cold prediction borrow the warm ones'
+    # a cold prediction counts the warm errors only at a reduced weight, not as its own evidence
     assert log_bounds(samples, COLD, 0.0, prior_sigma(COLD, 0.05))[2] == 0.0
 
 

@@ -81,3 +81,16 @@ def test_a_run_beside_a_busy_ui_thread_is_observed_and_recorded_under_that_load(
     (record,) = History(history_db_path()).records(agent.hardware.machine_id, 10)
     assert record.busy_cores > 0.15, record  # the load fields include the UI's own load
     assert record.ui_cores is not None and 0.15 < record.ui_cores <= record.busy_cores + 1e-9
+
+
+def test_a_split_plan_worker_thread_is_training_not_ui_load():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work() -> None:
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end:
+            hashlib.sha256(b"z" * (1 << 20)).digest()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="trainpilot-split") as pool, ExternalCpuMeter() as meter:
+        pool.submit(work).result()
+    assert meter.result.ui_cpu_s < 0.05, meter.result

@@ -90,6 +90,10 @@ class ExternalCpu:
         return UtilizationSample(time.time(), per_core, sum(per_core) / max(logical_cpus, 1), 0.0, 0, 0, ui_cores=self.ui_cores)
 
 
+# Python threads that train too (a split plan's workers, hetero/runner.py): the timed work, not load.
+TRAINING_THREAD_PREFIXES = ("trainpilot-split",)
+
+
 class ExternalCpuMeter:
     """`with ExternalCpuMeter() as m: ...; m.result.cores` -> cores used by everything but the timed work.
 
@@ -117,7 +121,7 @@ class ExternalCpuMeter:
 
     def _helpers(self) -> dict[int, float]:
         """CPU seconds so far of this process's Python threads other than the timed one."""
-        ids = {t.native_id for t in threading.enumerate()} - {self._worker, None}
+        ids = {t.native_id for t in threading.enumerate() if not t.name.startswith(TRAINING_THREAD_PREFIXES)} - {self._worker, None}
         if not ids:
             return {}
         try:

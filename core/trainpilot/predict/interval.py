@@ -31,6 +31,10 @@ MIN_COLD_SIGMA = 0.15  # a roofline is never trusted closer than this before it 
 STATE_SCALE = 0.25  # load-state distance at which a past error counts e^-1 as much (as learning.py)
 DECAY = 0.995  # per newer run: older errors were made by a model that has learnt since
 SAME_STATE = 0.2  # busy-weight distance within which an earlier run of the workload made it warm
+# The other kind's measured errors count this much each: a warm prediction with few warm errors
+# behind it is no better than the machine's noise, which the cold errors measured too (a fixed
+# warm prior of 12 % covered 61 % of warm runs on a noisy 2-core VM, benchmarks/decisions.py).
+OTHER_KIND_WEIGHT = 0.3
 
 COLD, WARM = "cold", "warm"
 
@@ -94,13 +98,13 @@ def log_bounds(samples: Sequence[ErrorSample], kind: str, busy_weight: float, si
     measured = 0.0
     for s in samples:  # newest first
         weight *= DECAY
-        if s.kind != kind:
-            continue
         w = weight * math.exp(-(((busy_weight - s.busy_weight) / STATE_SCALE) ** 2))
+        if s.kind != kind:
+            w *= OTHER_KIND_WEIGHT
         if w < 1e-3:
             continue
         points.append((s.log_error, w))
-        measured += w
+        measured += w if s.kind == kind else 0.0
     tail = (1.0 - LEVEL) / 2
     return weighted_quantile(points, tail), weighted_quantile(points, 1.0 - tail), measured
 
