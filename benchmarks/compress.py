@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "core"))
 
 MODELS = ("small_cnn", "wide_cnn")
 TIMING_BATCH = {"demo": 64, "digits": 512}
-FULL = dict(episodes=24, dense_epochs=24.0, finetune_steps=30, deploy_epochs=12.0, search_repeats=5, deploy_repeats=21)
-QUICK = dict(episodes=8, dense_epochs=12.0, finetune_steps=20, deploy_epochs=8.0, search_repeats=3, deploy_repeats=9)
+FULL = dict(episodes=24, dense_epochs=48.0, finetune_steps=100, deploy_epochs=24.0, search_repeats=5, deploy_repeats=21)
+QUICK = dict(episodes=8, dense_epochs=16.0, finetune_steps=20, deploy_epochs=8.0, search_repeats=3, deploy_repeats=9)
 PREDICT_ON = ("apple-m2", "linux-cuda-rtx4090")
 
 
@@ -74,7 +74,7 @@ def run_case(model: str, name: str, data: Any, budget: dict[str, Any], args: arg
         "pred_m2": data_out["predicted"]["apple-m2"]["speedup"], "pred_4090": data_out["predicted"]["linux-cuda-rtx4090"]["speedup"],
         "search_s": report.search_seconds, "case_s": time.perf_counter() - start, "episodes": len(report.evaluations),
         "kept": by["agent"].kept, "kept_uniform": by["uniform"].kept, "kept_l1": by["l1-global"].kept,
-        "reason": report.verdict.reason,
+        "reason": report.verdict.reason, "test_n": report.samples["test"],
     }
 
 
@@ -95,14 +95,17 @@ def main() -> int:
     parser.add_argument("--target-speedup", type=float, default=1.5)
     parser.add_argument("--max-drop", type=float, default=1.0, help="accuracy points")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", choices=MODELS, action="append", help="only this model (repeatable; default both)")
+    parser.add_argument("--dataset", choices=("demo", "digits"), action="append", help="only this set (repeatable; default both)")
     args = parser.parse_args()
-    sets = {"digits": digits()}  # first: a missing scikit-learn stops the run before any work
+    wanted = args.dataset or ["demo", "digits"]
+    sets = {"digits": digits()} if "digits" in wanted else {}  # first: a missing scikit-learn stops the run before any work
     from trainpilot.data import demo_dataset
 
-    sets = {"demo": demo_dataset(), **sets}
+    sets = {**({"demo": demo_dataset()} if "demo" in wanted else {}), **sets}
     budget = QUICK if args.quick else FULL
     start = time.perf_counter()
-    results = [run_case(m, n, d, budget, args) for n, d in sets.items() for m in MODELS]
+    results = [run_case(m, n, d, budget, args) for n, d in sets.items() for m in (args.model or MODELS)]
     total = time.perf_counter() - start
     _table(results, args, total)
     return 0
@@ -126,6 +129,8 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float
     print("channels kept (agent | uniform | L1): " + "; ".join(
         f"{r['case']}: {'/'.join(map(str, r['kept'].values()))} | {'/'.join(map(str, r['kept_uniform'].values()))} | {'/'.join(map(str, r['kept_l1'].values()))}"
         for r in results))
+    print("test split (accuracy resolution): " + "; ".join(
+        f"{r['case']}: {r['test_n']} samples, 1 sample = {100 / r['test_n']:.2f} pt" for r in results))
     hit = sum(1 for r in results if r["agent"].speedup >= args.target_speedup and r["agent"].accuracy_drop <= args.max_drop)
     beat = sum(1 for r in results if r["agent"].accuracy_drop < min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop))
     tie = sum(1 for r in results if r["agent"].accuracy_drop == min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop))

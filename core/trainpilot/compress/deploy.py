@@ -24,7 +24,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from .cycles import StepTimes, measure_steps, predict_steps
-from .finetune import FINETUNE_LR, Tensors, accuracy, steps_for_epochs, train_steps
+from .finetune import RESTART_LR, Tensors, accuracy, steps_for_epochs, train_steps
 from .prune import PrunedModel, rebuild
 
 PLAN_FORMAT = 1
@@ -50,9 +50,9 @@ class Verdict:
 
 def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, epochs: float, batch: int, seed: int, threads: int,
               teacher: nn.Module | None = None) -> Tuned:
-    """The deployment fine-tune, distilling from `teacher` (the dense model): the same budget and
-    recipe for the agent's choice and the baselines."""
-    train_steps(pruned.model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=FINETUNE_LR, seed=seed,
+    """The deployment fine-tune, a warm restart at RESTART_LR distilling from `teacher` (the dense
+    model): the same budget and recipe for the agent's choice and the baselines."""
+    train_steps(pruned.model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=RESTART_LR, seed=seed,
                 threads=threads, teacher=teacher)
     return Tuned(pruned, accuracy(pruned.model, test, threads=threads))
 

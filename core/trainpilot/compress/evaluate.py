@@ -9,7 +9,7 @@ from typing import Any
 from torch import nn
 
 from .cycles import StepTimes, measure_steps, predict_steps
-from .finetune import FINETUNE_LR, Tensors, accuracy, train_steps
+from .finetune import RESTART_LR, Tensors, accuracy, train_steps
 from .layers import ModelLayers
 from .prune import PrunedModel, prune
 from .reward import Reward, compression_reward
@@ -75,7 +75,7 @@ class Evaluator:
     def __call__(self, sparsity: dict[str, float]) -> Evaluation:
         start = time.perf_counter()
         pruned = self.prune(sparsity)
-        train_steps(pruned.model, self.train, steps=self.finetune_steps, batch=self.batch, lr=FINETUNE_LR,
+        train_steps(pruned.model, self.train, steps=self.finetune_steps, batch=self.batch, lr=RESTART_LR,
                     seed=self.seed, threads=self.threads, teacher=self.dense)
         acc = accuracy(pruned.model, self.val, threads=self.threads)
         times = self.cycles(pruned.model)
