@@ -76,7 +76,7 @@ def _assert_failed_with_checkpoint(result, expected: str) -> None:
 def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkeypatch):
     monkeypatch.setenv("TP_TEST_FAULT", "die")
     monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
-    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "12")
+    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "8")
     start = time.monotonic()
     result = runner.invoke(app, ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--nproc", "2", "--timeout", "60"])
     assert time.monotonic() - start < 45  # a closed socket is noticed at once, not after --timeout
@@ -86,7 +86,7 @@ def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkey
 def test_a_hung_rank_fails_the_run_after_the_timeout(ddp_dataset, monkeypatch):
     monkeypatch.setenv("TP_TEST_FAULT", "hang")
     monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
-    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "12")
+    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "8")
     start = time.monotonic()
     result = runner.invoke(app, ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--nproc", "2", "--timeout", "2"])
     assert time.monotonic() - start < 45  # timeout, then the stuck rank's own bounded stop

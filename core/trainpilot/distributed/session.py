@@ -6,8 +6,8 @@ where ranks must differ or agree:
   run and no backend switch mid-run (ranks would time each other, or diverge);
 - rank 0 reads a checkpoint to resume and sends it to the others (no shared disk needed), writes
   every checkpoint, and alone records the run in the history: the run is recorded once;
-- a stop asked of any rank (Ctrl-C, SIGTERM) is agreed at the next step boundary, so all ranks stop
-  at the same step;
+- a stop asked of any rank (Ctrl-C, SIGTERM) travels with the next step's all-reduce, so all ranks
+  stop at the same step boundary;
 - a lost peer ends the run: rank 0 first checkpoints the state at the start of the step that
   failed (no rank had applied it), so `--resume` continues from there.
 """
@@ -80,7 +80,9 @@ class DistributedSession(TrainingSession):
         from .trainer import DistributedTrainer
 
         cfg = self.config
-        return DistributedTrainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends, group=self.group, share_policy=self.share_policy)
+        trainer = DistributedTrainer(model, train_set, val_set, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed, backends=self._backends, group=self.group, share_policy=self.share_policy)
+        trainer.wants_stop = lambda: bool(self._stop_reason)
+        return trainer
 
     def _can_fall_back(self) -> bool:
         return False  # one rank moving to another device alone would leave the others waiting
@@ -91,7 +93,7 @@ class DistributedSession(TrainingSession):
 
     def _stop_requested(self) -> bool:
         self._heartbeat()
-        asked = self.group.any(bool(self._stop_reason), "agreeing whether to stop")
+        asked = bool(getattr(self.trainer, "peer_stop", False))  # agreed in the last step's all-reduce
         if asked and not self._stop_reason:
             with self._lock:
                 self._stop_reason = self._stop_reason or "another rank was stopped"

@@ -21,7 +21,9 @@ from ..hetero.shares import finish_time_shares
 from .group import RankGroup
 
 WARMUP_PASSES = 1
-TIMED_PASSES = 3
+TIMED_PASSES = 3  # at least this many timed passes, and
+MIN_TIMED_S = 0.3  # at least this long: a core shared with another process is shared in time
+MAX_TIMED_PASSES = 200  # slices of a few ms, so a probe of 3 short passes can miss the sharing
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,14 @@ def equal_shares(batch: int, world: int) -> tuple[int, ...]:
 
 
 def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> float:
-    """Seconds per sample of forward + backward on a copy of `model` (the median of a few passes)."""
+    """Seconds per sample of forward + backward on a copy of `model`: the mean over the passes (a
+    core shared in time slices makes some passes fast and some slow; the mean is the throughput)."""
     probe = copy.deepcopy(model).to(device).train()
     loss_fn = nn.CrossEntropyLoss()
     x, y = x.to(device), y.to(device)
-    times = []
-    for i in range(WARMUP_PASSES + TIMED_PASSES):
+    times: list[float] = []
+    i = 0
+    while i < WARMUP_PASSES + TIMED_PASSES or (sum(times) < MIN_TIMED_S and len(times) < MAX_TIMED_PASSES):
         start = time.perf_counter()
         loss = loss_fn(probe(x), y)
         loss.backward()
@@ -64,7 +68,8 @@ def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: 
             torch.cuda.synchronize(device)
         if i >= WARMUP_PASSES:
             times.append(time.perf_counter() - start)
-    return float(np.median(times)) / max(len(x), 1)
+        i += 1
+    return float(np.mean(times)) / max(len(x), 1)
 
 
 def measure_shares(group: RankGroup, model: nn.Module, inputs: Any, labels: np.ndarray, batch: int, device: torch.device, policy: str = "measured") -> RankSpeeds:

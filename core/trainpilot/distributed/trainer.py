@@ -36,6 +36,11 @@ class DistributedTrainer(Trainer):
         self.group = group
         self.share_policy = share_policy
         self.speeds: RankSpeeds | None = None
+        # A stop asked of this rank rides on the step's figures all-reduce (one collective fewer
+        # per step: on a core shared with another process every collective waits for the rank to
+        # be scheduled); every rank then sees the same `peer_stop` and stops at the same boundary.
+        self.wants_stop: Any = lambda: False
+        self.peer_stop = False
         self._sum_loss = nn.CrossEntropyLoss(reduction="sum")
 
     def use_plan(self, plan: Plan) -> None:
@@ -80,7 +85,8 @@ class DistributedTrainer(Trainer):
         correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0
         # Before the optimizer step: if a peer is gone, this step has changed nothing yet, so the
         # checkpoint rank 0 then writes is the state at this step's start.
-        loss_total, correct_total, seen = self.group.sum([float(loss_sum.detach()), float(correct), float(len(idx))], f"epoch {epoch + 1}, step {step + 1}")
+        loss_total, correct_total, seen, stops = self.group.sum([float(loss_sum.detach()), float(correct), float(len(idx)), 1.0 if self.wants_stop() else 0.0], f"epoch {epoch + 1}, step {step + 1}")
+        self.peer_stop = stops > 0
         self.optimizer.step()
         return StepResult(epoch, step + 1, self.steps_per_epoch, loss_total / max(seen, 1.0), int(correct_total), int(seen), time.perf_counter() - start)
 

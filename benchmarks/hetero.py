@@ -1,0 +1,213 @@
+"""Scale-out on this machine, measured: 2 gloo ranks on loopback, one slowed by a real busy process.
+
+    python benchmarks/hetero.py            # small_cnn, batch 256, 6 epochs per run
+    python benchmarks/hetero.py --quick    # 2 epochs per run (under 3 minutes on 2 cores)
+
+One run, one table. In a fresh TRAINPILOT_HOME it quick-calibrates the cost model and measures the
+loopback link (idle machine), then starts a busy loop pinned to the last core and, while it runs,
+trains the same job (seed, batches) as real `trainpilot headless run` commands:
+  - `--nproc 2 --shares equal` and `--nproc 2` (shares from the ranks' measured speeds); ranks are
+    pinned one per core, one thread each, so rank 1 shares its core with the busy loop;
+  - the single-process plans `--backend cpu --threads 1` and `--threads 2`.
+Printed: (a) the step time with equal vs speed-proportional shares, predicted and measured;
+(b) predicted and measured run time of the 2-rank plan and of the single-process plans, and the
+agent's choice (`hetero.ranks.choose_ranks_or_single`) against the measured fastest; (c) the
+weights' max abs difference across ranks and against the single-process run on the same batches;
+(d) each run's energy with its label, and the plan chosen under `--objective energy` vs `time`.
+
+Start-up: a `--nproc 2` command pays for launching the ranks (an agent and two interpreters)
+besides what every command pays (imports, profiling). Its measured run time is its training time
+plus that extra, measured as (its wall - its training) - (the 1-thread command's wall - training);
+the prediction's start-up is the loopback link's measured `startup_s`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "core"))
+sys.path.insert(0, str(ROOT))
+
+TOLERANCE = 1e-5  # float summation order differs between 2 shards and 1 batch; nothing else may
+
+
+class BusyCore:
+    """A real competing process: a pure-Python busy loop pinned to one core, stopped at exit."""
+
+    def __init__(self, core: int):
+        self.core = core
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> "BusyCore":
+        code = f"import os\nos.sched_setaffinity(0, {{{self.core}}})\nwhile True:\n    pass\n"
+        self.proc = subprocess.Popen([sys.executable, "-c", code])
+        time.sleep(0.5)  # let the scheduler see it before anything is measured
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> tuple[dict[str, Any], float]:
+    """One `trainpilot headless run ... --json -q` command: its result and its wall time."""
+    command = [sys.executable, "-m", "trainpilot_tui", "headless", "run", *args, "--json", "-q"]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"error: {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    return json.loads(done.stdout), wall
+
+
+def weights(home: Path, run_id: str) -> dict[str, Any]:
+    import torch
+
+    return torch.load(home / "runs" / run_id / "latest.pt", map_location="cpu", weights_only=True)["model_state"]
+
+
+def max_abs_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def steps_of(result: dict[str, Any]) -> int:
+    return sum(seg["steps"] for e in result["epochs"] for seg in e["segments"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1 epoch per run (under 3 minutes)")
+    parser.add_argument("--model", default="small_cnn")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 6, --quick 2)")
+    parser.add_argument("--batch-size", type=int, default=256, help="global batch: large enough that a step is mostly compute, not per-step overhead")
+    opts = parser.parse_args(argv)
+    epochs = opts.epochs or (2 if opts.quick else 6)
+    t0 = time.perf_counter()
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        print("error: needs at least 2 cores (one per rank)", file=sys.stderr)
+        return 1
+
+    from trainpilot.data import demo_dataset
+    from trainpilot.distributed.plan import ddp_plan
+    from trainpilot.energy import PlanPower, Watts, annotate, choose
+    from trainpilot.hardware import probe
+    from trainpilot.hetero.link import loopback_link
+    from trainpilot.hetero.ranks import RankSpec, choose_ranks_or_single, predict_ranks
+    from trainpilot.monitor import measure_load
+    from trainpilot.plans import Decision, Plan, PlanPrediction
+    from trainpilot.predict.model import CostModel
+    from trainpilot.workload import ModelSpec, build_model, profile_model
+
+    home = Path(tempfile.mkdtemp(prefix="tp-hetero-"))
+    env = dict(os.environ, TRAINPILOT_HOME=str(home), TRAINPILOT_AUTO_CALIBRATE="0",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "core"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    os.environ["TRAINPILOT_HOME"] = str(home)
+    hardware = probe()
+    cost = CostModel.open(home, hardware)
+    print(f"calibrating the cost model (quick) and the loopback link in {home} ...", file=sys.stderr)
+    cost.calibrate(quick=True)
+    link = loopback_link(home, machine_id=cost.machine_id)
+    calibrate_s = time.perf_counter() - t0
+
+    batch = opts.batch_size
+    job = ["-m", opts.model, "-e", str(epochs), "--seed", "0", "-b", str(batch)]
+    busy = cores[-1]
+    with BusyCore(busy):
+        load = measure_load(0.5)  # what the agent observes: one core taken by the busy loop
+        print("training: 2 ranks equal shares, 2 ranks measured shares, 1 process x 1 and 2 threads ...", file=sys.stderr)
+        equal, wall_equal = run_cli([*job, "--nproc", "2", "--shares", "equal"], env)
+        fair, wall_fair = run_cli([*job, "--nproc", "2"], env)
+        one, wall_one = run_cli([*job, "--backend", "cpu", "--threads", "1"], env)
+        two, wall_two = run_cli([*job, "--backend", "cpu", "--threads", "2"], env)
+
+    # --- predictions, from figures measured before the run they predict
+    data = demo_dataset()
+    train_n = len(data) - int(round(len(data) * 0.1))
+    spec = ModelSpec.from_config(opts.model)
+    profile = profile_model(build_model(spec, data.sample_shape, data.num_classes), data.sample_shape, data.num_classes, train_n,
+                            name=spec.name, batch_size=batch, epochs=epochs)
+    probe_speeds = equal["distributed"]["speeds"]["per_sample_s"]  # the ranks' own probe in the first run
+    slowdown = probe_speeds[1] / probe_speeds[0]
+    # Pinned ranks own a core each: each sees the other core busy (1 busy core), and rank 1 is
+    # slower by what its probe measured beside the busy loop.
+    others = float(len(cores) - 1)
+    ranks = [RankSpec(Plan("cpu", threads=1), 1.0, busy_cores=others), RankSpec(Plan("cpu", threads=1), slowdown, busy_cores=others)]
+    pred_equal = predict_ranks(cost, profile, ranks, load, link=link, shares=(batch // 2, batch - batch // 2))
+    pred_fair = predict_ranks(cost, profile, ranks, load, link=link)
+    choice = choose_ranks_or_single(cost, profile, ranks, load, link=link)
+    p_one = cost.predict(profile, Plan("cpu", threads=1), load)
+    p_two = cost.predict(profile, Plan("cpu", threads=2), load)
+
+    # --- measured
+    def step_ms(r: dict[str, Any]) -> float:
+        return 1e3 * r["actual_s"] / steps_of(r)
+
+    extra_startup = (wall_fair - fair["actual_s"]) - (wall_one - one["actual_s"])
+    measured_run = {"2 ranks": fair["actual_s"] + extra_startup, "cpu (1 thread)": one["actual_s"], "cpu (2 threads)": two["actual_s"]}
+    fastest = min(measured_run, key=measured_run.get)  # type: ignore[arg-type]
+    chosen = "2 ranks" if choice.chosen == "multi" else choice.single.plan.label
+    diff_ranks = fair["distributed"]["weight_max_abs_diff_across_ranks"]
+    diff_single = max_abs_diff(weights(home, fair["run_id"]), weights(home, one["run_id"]))
+
+    # --- (d) energy: the agent's pick by objective over the same predictions
+    multi_plan = ddp_plan(Plan("cpu", threads=1), 2)
+    power = PlanPower.for_machine(history=cost.history, machine_id=cost.machine_id, logical_cpus=hardware.logical_cpus)
+    per_rank = [power.watts(r.plan) for r in ranks]
+    rank_watts = Watts(sum(w.watts for w in per_rank), "the ranks' figures added: " + per_rank[0].source, estimated=any(w.estimated for w in per_rank))
+    candidates = [annotate(PlanPrediction(multi_plan, choice.multi.run_s, source="ranks"), power, watts=rank_watts), annotate(p_one, power), annotate(p_two, power)]
+    fastest_pred = min(candidates, key=lambda p: p.predicted_s)
+    decision = Decision(fastest_pred.plan, fastest_pred.predicted_s, 0.5, (), policy="cost-model")
+    by_time, by_energy = choose(candidates, "time", decision), choose(candidates, "energy", decision)
+
+    def name(plan: Plan) -> str:
+        return "2 ranks" if plan == multi_plan else plan.label
+
+    def energy(r: dict[str, Any]) -> str:
+        j = r.get("energy_j")
+        label = "est." if "est." in str(r.get("energy_source")) else "measured"
+        return f"{j:.1f} J {label}" if j is not None else "n/a"
+
+    ratio_measured = step_ms(equal) / step_ms(fair)
+    ratio_predicted = pred_equal.step_s / pred_fair.step_s
+    total = time.perf_counter() - t0
+    rows = [
+        ("rank 1 slow-down (its probe vs rank 0's)", "", f"{slowdown:.2f}x", f"busy loop pinned to core {busy}"),
+        (f"(a) step, equal shares {'/'.join(map(str, equal['distributed']['speeds']['shares']))}", f"{pred_equal.step_s * 1e3:.1f} ms", f"{step_ms(equal):.1f} ms", ""),
+        (f"(a) step, measured shares {'/'.join(map(str, fair['distributed']['speeds']['shares']))}", f"{pred_fair.step_s * 1e3:.1f} ms", f"{step_ms(fair):.1f} ms", ""),
+        ("(a) equal / proportional step time", f"{ratio_predicted:.2f}x", f"{ratio_measured:.2f}x", "target >= 1.3x: " + ("PASS" if ratio_measured >= 1.3 else "MISS")),
+        ("(b) 2 ranks, run (train + ranks' start-up)", f"{choice.multi.run_s:.1f} s", f"{measured_run['2 ranks']:.1f} s", f"start-up predicted {link.startup_s:.1f} s, measured {extra_startup:.1f} s"),
+        ("(b) cpu (1 thread), run", f"{p_one.predicted_s:.1f} s", f"{one['actual_s']:.1f} s", ""),
+        ("(b) cpu (2 threads), run", f"{p_two.predicted_s:.1f} s", f"{two['actual_s']:.1f} s", ""),
+        ("(b) agent's choice", chosen, f"fastest: {fastest}", "PASS" if chosen == fastest else "MISS"),
+        ("(c) weights, max |rank 0 - rank 1|", "", f"{diff_ranks:.1e}", "PASS" if diff_ranks == 0.0 else "MISS"),
+        ("(c) weights, max |2 ranks - 1 process|", "", f"{diff_single:.1e}", f"tolerance {TOLERANCE:g}: " + ("PASS" if diff_single < TOLERANCE else "MISS")),
+        ("(d) energy, 2 ranks equal shares", "", energy(equal), ""),
+        ("(d) energy, 2 ranks measured shares", f"{candidates[0].detail['energy_j']:.1f} J", energy(fair), ""),
+        ("(d) energy, cpu (1 thread)", f"{candidates[1].detail['energy_j']:.1f} J", energy(one), ""),
+        ("(d) energy, cpu (2 threads)", f"{candidates[2].detail['energy_j']:.1f} J", energy(two), ""),
+        ("(d) agent's pick: --objective time / energy", "", f"{name(by_time.plan)} / {name(by_energy.plan)}", ""),
+        ("benchmark wall time" + (" (--quick)" if opts.quick else ""), "", f"{total:.0f} s", f"calibration {calibrate_s:.0f} s" + ("; target < 180 s: " + ("PASS" if total < 180 else "MISS") if opts.quick else "")),
+    ]
+    title = (f"hetero: {opts.model}, demo set ({train_n} train samples), batch {batch}, {epochs} epoch(s) per run; 2 gloo ranks on 127.0.0.1,"
+             f" pinned one per core, 1 thread each; a busy loop on core {busy}")
+    widths = [max(len(r[i]) for r in rows + [("figure", "predicted", "measured", "check")]) for i in range(4)]
+    print(title)
+    for r in [("figure", "predicted", "measured", "check")] + rows:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) if i < 3 else c for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+    for line in choice.reasoning:
+        print(f"  agent: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
