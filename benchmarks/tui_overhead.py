@@ -46,6 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="a fixed CPU plan for both modes (without --all; default: the agent decides)")
     parser.add_argument("--refresh-hz", type=float, default=2.0, help="hardware sampling rate of the app")
     parser.add_argument("--size", default="160x48", help="terminal size the app lays out for, WxH")
+    parser.add_argument("--settle-s", type=float, default=None, help="the app's settle time before the run starts (default: the app's own; 0: start at once, as before)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each mode, interleaved; the median is compared")
     parser.add_argument("--child", choices=("headless", "tui"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -72,7 +73,7 @@ def headless_run(config: Any, dataset: Any) -> Any:
     return session, {}
 
 
-def tui_run(config: Any, dataset: Any, refresh_hz: float, size: tuple[int, int]) -> Any:
+def tui_run(config: Any, dataset: Any, refresh_hz: float, size: tuple[int, int], settle_s: float | None = None) -> Any:
     from trainpilot.session import TrainingSession
     from trainpilot_tui.app import TrainPilotApp
 
@@ -82,7 +83,8 @@ def tui_run(config: Any, dataset: Any, refresh_hz: float, size: tuple[int, int])
         sessions.append(TrainingSession(cfg, dataset=dataset))
         return sessions[-1]
 
-    app = TrainPilotApp(config, session_factory=factory, refresh_hz=refresh_hz, discover_user_themes=False)
+    options = {} if settle_s is None else {"settle_s": settle_s}
+    app = TrainPilotApp(config, session_factory=factory, refresh_hz=refresh_hz, discover_user_themes=False, **options)
     frames = 0
 
     async def drive() -> tuple[float, float]:
@@ -113,7 +115,7 @@ def child(args: argparse.Namespace) -> int:
     dataset = demo_dataset(args.samples)
     width, height = (int(v) for v in args.size.lower().split("x"))
     if args.child == "tui":
-        session, extra = tui_run(config_for(args), dataset, args.refresh_hz, (width, height))
+        session, extra = tui_run(config_for(args), dataset, args.refresh_hz, (width, height), args.settle_s)
     else:
         session, extra = headless_run(config_for(args), dataset)
     finished = session.finished
@@ -144,6 +146,8 @@ def run_child(mode: str, args: argparse.Namespace, model: str, threads: int | No
            "--batch-size", str(args.batch_size), "--refresh-hz", str(args.refresh_hz), "--size", args.size]
     if threads:
         cmd += ["--threads", str(threads)]
+    if args.settle_s is not None:
+        cmd += ["--settle-s", str(args.settle_s)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "core"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -204,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{model}: headless and app runs ...")
         rows.append((model, measure(args, model, threads)))
     fixed = f"cpu x{threads} in both" if threads else "each mode at its agent's plan"
-    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up), {fixed}, app at {args.size} sampling at {args.refresh_hz:g} Hz, median of {max(1, args.repeats)}")
+    settle = "the app's default" if args.settle_s is None else f"{args.settle_s:g} s"
+    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up), {fixed}, app at {args.size} sampling at {args.refresh_hz:g} Hz, settle {settle}, median of {max(1, args.repeats)}")
     w = max([16] + [len(m[k]["plan"]) for _, m in rows for k in ("headless", "tui")])
     header = f"{'model':<12} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'app/headless':>12}"
     print(header)

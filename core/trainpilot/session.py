@@ -139,7 +139,14 @@ class TrainingSession:
         self._log: Any = None  # runlog.RunLog: this run's row in the history, from its start
         self._energy: Any = None  # energy.EnergyMeter, started when training starts
         self._epoch_mark: Any = None  # the energy meter's reading when the epoch in progress began
+        self._ui_steady: float | None = None  # the caller's UI's steady load (expect_ui_load)
         self._backends = self._backend_resolver()
+
+    def expect_ui_load(self, cores: float) -> None:
+        """The steady load of the caller's UI (cores), measured by the caller once its start-up was
+        over. The agent then plans for that, not for what the UI's threads happened to use in the
+        0.3 s it observes (the app drawing the run's first events: a transient the run never meets)."""
+        self._ui_steady = max(float(cores), 0.0)
 
     def _backend_resolver(self) -> Any:
         from .backends import session_backends
@@ -257,7 +264,7 @@ class TrainingSession:
         if cfg.objective != "time":
             agent.objective = cfg.objective
         self._orchestrator = agent
-        load = _observe_load()
+        load = _observe_load(self._ui_steady)
         observation = observe_hardware(agent.hardware, load)
         step = agent.observe(observation, profile)
         yield ev.HardwareObserved(self.run_id, profile.to_dict(), observation, step.text)
@@ -793,15 +800,20 @@ def _takes_energy(record: Any) -> bool:
     return any(p.name == "energy" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
-def _observe_load() -> Any:
+def _observe_load(ui_steady: float | None = None) -> Any:
     """The machine's load before deciding, with the part this process's own UI (the threads
-    beside this one) adds: the agent plans for the load the run will meet, itself included."""
+    beside this one) adds: the agent plans for the load the run will meet, itself included.
+    With `ui_steady` (the UI's own measure of its steady load), that replaces what the UI's
+    threads used during the window."""
     from .monitor import measure_load
-    from .predict.contention import ExternalCpuMeter
+    from .predict.contention import ExternalCpuMeter, with_ui_load
 
     with ExternalCpuMeter() as meter:
         load = measure_load(0.3)
-    return replace(load, ui_cores=round(meter.result.ui_cores, 3))
+    seen = meter.result.ui_cores
+    if ui_steady is None:
+        return replace(load, ui_cores=round(seen, 3))
+    return with_ui_load(load, seen, ui_steady)
 
 
 def _switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:

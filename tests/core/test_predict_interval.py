@@ -95,3 +95,44 @@ def test_cost_model_predictions_carry_an_interval_that_turns_warm_with_the_workl
     warm = calibrated_model.predict(profile, plan, idle).detail["interval"]
     assert warm["kind"] == "warm" and warm["runs"] > 5
     assert math.log(warm["high_s"] / warm["low_s"]) < math.log(iv["high_s"] / iv["low_s"])  # narrower once measured
+
+
+def test_a_thin_history_on_a_noisy_machine_still_covers_80_percent():
+    """The repeat-noise floor: a handful of warm errors and the 12 % warm prior cover far less than
+    80 % where runs vary 25 % (the decisions benchmark's 69 % on a 2-core VM); the machine's
+    measured repeat noise keeps the interval from being narrower than that."""
+    from trainpilot.predict.interval import noise_floor
+
+    rng = random.Random(3)
+    hits = total = 0
+    for _trial in range(400):
+        history = [ErrorSample(WARM, 0.0, rng.gauss(0.0, 0.25)) for _ in range(6)]
+        # the prediction is the mean of 2 earlier runs; repeats measured the noise at 0.25
+        lo, hi, _ = noise_floor(log_bounds(history, WARM, 0.0, prior_sigma(WARM, 0.05)), 0.25, 2)
+        err = rng.gauss(0.0, 0.25) + rng.gauss(0.0, 0.25 / math.sqrt(2))
+        total += 1
+        hits += lo <= err <= hi
+    assert hits / total >= 0.75, hits / total
+
+
+def test_repeat_noise_is_measured_from_repeats_of_the_same_workload_and_plan(calibrated_model):
+    from trainpilot.agent import load_from_state
+    from trainpilot.data import demo_dataset
+    from trainpilot.predict.interval import NOISE_PRIOR_SIGMA, repeat_noise
+    from trainpilot.predict.planning import profile_job
+
+    profile, _ = profile_job("mlp", demo_dataset(300), epochs=1)
+    idle = load_from_state({"cpu_utilization": 0.0}, calibrated_model.logical_cpus)
+    assert repeat_noise([], 0.0) == (pytest.approx(NOISE_PRIOR_SIGMA), 0.0)  # no repeats: the prior
+    base = calibrated_model.predict(profile, Plan("cpu", threads=1), idle).predicted_s
+    rng = random.Random(5)
+    for i in range(40):  # a noisy machine: the same run varies ~30 % in ln(time)
+        for threads in (1, 2):
+            plan = Plan("cpu", threads=threads)
+            calibrated_model.record(profile, plan, idle, None, base * threads * math.exp(rng.gauss(0.0, 0.3)),
+                                    run_id=f"n{i}-{threads}", status="success", epochs_done=1)
+    sigma, dof = repeat_noise(calibrated_model.observations(), 0.0)
+    assert dof > 30 and 0.25 < sigma < 0.35  # the plans' different speeds are not noise
+    # and no prediction is narrower than that noise: a new run lands within +-1.28 sigma * sqrt(1 + 1/n)
+    iv = calibrated_model.predict(profile, Plan("cpu", threads=1), idle).detail["interval"]
+    assert math.log(iv["high_s"] / iv["low_s"]) >= 2 * 1.28 * 0.25

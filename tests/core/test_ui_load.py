@@ -94,3 +94,35 @@ def test_a_split_plan_worker_thread_is_training_not_ui_load():
     with ThreadPoolExecutor(1, thread_name_prefix="trainpilot-split") as pool, ExternalCpuMeter() as meter:
         pool.submit(work).result()
     assert meter.result.ui_cpu_s < 0.05, meter.result
+
+
+def test_a_ui_that_states_its_steady_load_is_counted_at_that_not_at_its_startup_burst(small_demo):
+    """The app tells the session its steady load (measured once its start-up was over); a burst of
+    its threads during the agent's 0.3 s look must not make the agent plan for a busier machine.
+    Before: the session had no expect_ui_load and counted the burst (here a whole busy thread)."""
+    from trainpilot.agent import HardwareOrchestrator
+    from trainpilot.session import TrainingSession
+
+    session = TrainingSession(SessionConfig(model="mlp", epochs=1, backend="cpu", threads=1, record_history=False),
+                              orchestrator=HardwareOrchestrator(), dataset=small_demo)
+    session.expect_ui_load(0.05)
+    with BusyHelperThread():  # the start-up burst, during the observation
+        events = []
+        for event in session.events():
+            events.append(event)
+            if event.kind == "HardwareObserved":
+                break
+    observed = events[-1]
+    assert observed.hardware["ui_cores"] == pytest.approx(0.05)  # the busy-core arithmetic: the next test
+
+
+def test_with_ui_load_moves_only_the_ui_part_of_the_busy_cores():
+    from trainpilot.monitor import UtilizationSample
+    from trainpilot.predict.contention import with_ui_load
+
+    seen = UtilizationSample(0.0, (90.0, 30.0), 60.0, 0.0, 0, 0, ui_cores=0.8)
+    out = with_ui_load(seen, 0.8, 0.1)
+    assert out.busy_cores == pytest.approx(1.2 - 0.7) and out.ui_cores == pytest.approx(0.1)
+    assert out.per_core[0] > out.per_core[1]  # taken in proportion: the busier core stays busier
+    up = with_ui_load(UtilizationSample(0.0, (10.0, 10.0), 10.0, 0.0, 0, 0), 0.0, 0.3)
+    assert up.busy_cores == pytest.approx(0.5) and max(up.per_core) <= 100.0

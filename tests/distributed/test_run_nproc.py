@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from typer.testing import CliRunner
 
+from trainpilot.distributed.launch_cost import launch_overhead
 from trainpilot.paths import runs_dir
 from trainpilot.predict.history import History
 from trainpilot_tui.cli import app
@@ -55,6 +56,11 @@ def test_torchrun_then_nproc_resume_equals_single_process(ddp_dataset, trainpilo
     assert again["run_id"] == run_id and [e["epoch"] for e in again["epochs"]] == [1, 2]
     assert again["distributed"]["weight_max_abs_diff_across_ranks"] == 0.0
     assert recorded(trainpilot_home, run_id) == ["success", "success"]  # one record per launch, not per rank
+    # the launch's own cost (agent, interpreters, setup, teardown) is timed and kept for the next prediction
+    overhead = again["distributed"]["launch_s"] - again["actual_s"]
+    assert overhead > 0
+    learned = launch_overhead(2, 0.0, trainpilot_home)
+    assert learned.source.startswith("median of 1 ") and abs(learned.seconds - overhead) < 1e-3
 
     single = runner.invoke(app, args + ["-e", "2", "--backend", "cpu", "--threads", "1"])
     assert single.exit_code == 0, single.output

@@ -29,6 +29,7 @@ def notifications(app: TrainPilotApp) -> list[str]:
 
 def scripted_app(factory: SessionFactory, *, epochs: int = 3, theme: str | None = None, samples: int = 40, **options: Any) -> TrainPilotApp:
     options.setdefault("discover_user_themes", False)  # the developer's ./themes must not leak in
+    options.setdefault("settle_s", 0.0)  # scripted sessions: no start-up load to wait out
     return TrainPilotApp(
         SessionConfig(epochs=epochs),
         theme=theme,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Protocol
@@ -36,6 +37,13 @@ from .themes import DEFAULT_THEME, SHIPPED_THEMES, discover_themes
 from .trace import TraceEntry
 
 DEFAULT_REFRESH_HZ = 2.0
+# After the first screen is drawn, the app waits this long before the run starts, measuring its own
+# CPU over the last SETTLE_MEASURE_S of it: start-up work (layout, the first frames, imports on
+# first use) then no longer lands in the run's first epochs, and the agent is told the app's
+# steady load rather than deciding from a glance at the app still starting (which made it pick
+# 1 thread for large_dense where headless picked 2, benchmarks/tui_overhead.py --all).
+DEFAULT_SETTLE_S = 1.0
+SETTLE_MEASURE_S = 0.75
 # One key per backend. Footer space is short at 80 columns, so these are in the command palette,
 # the chooser (as hints) and the keys panel, while the footer shows the chooser key.
 BACKEND_KEYS = {"cpu": "c", "ane": "a", "mps": "m", "cuda": "g"}
@@ -107,14 +115,22 @@ class TrainPilotApp(App[int]):
         samples: SampleSource | None = None,
         refresh_hz: float = DEFAULT_REFRESH_HZ,
         discover_user_themes: bool = True,
+        settle_s: float = DEFAULT_SETTLE_S,
     ) -> None:
         """`samples`: a scripted sample source (tests, screenshots); default: the live machine at
-        `refresh_hz`. `theme`: a registered theme name (shipped, Textual's, or a user theme file's)."""
+        `refresh_hz`. `theme`: a registered theme name (shipped, Textual's, or a user theme file's).
+        `settle_s`: how long after its first frame the app lets itself settle before the run
+        starts (0: at once, and the session measures the UI's load itself)."""
         super().__init__()
         self.config = config
         self.session_factory = session_factory
         self.sample_source = samples
         self.refresh_hz = refresh_hz
+        self.settle_s = settle_s
+        self.ui_steady_cores: float | None = None  # this process's CPU while settled, before any run
+        self._settle_mark: tuple[float, float] | None = None
+        self._settled_done = settle_s <= 0
+        self._waiting: Session | None = None  # made, keys reach it, but it starts once settled
         self.session: Session | None = None
         self._main = MainScreen(progress_interval_s=1.0 / refresh_hz)
         self.last_status: str | None = None  # success | interrupted | failed of the last run
@@ -146,6 +162,31 @@ class TrainPilotApp(App[int]):
             self.notify(line, title="Theme file skipped", severity="warning", timeout=8)
         self._sample_hardware()
         self.start_session(self.config)
+        if self.settle_s > 0:
+            self.call_after_refresh(self._settle)
+
+    def _settle(self) -> None:
+        """The first screen is drawn: let the start-up work finish, then measure what the app
+        costs while it only samples and shows (its steady load), then start the run."""
+        wait = max(self.settle_s - SETTLE_MEASURE_S, 0.0)
+        if wait > 0:
+            self.set_timer(wait, self._begin_settle_measure)
+        else:
+            self._begin_settle_measure()
+
+    def _begin_settle_measure(self) -> None:
+        self._settle_mark = (time.perf_counter(), time.process_time())
+        self.set_timer(min(SETTLE_MEASURE_S, self.settle_s), self._settled)
+
+    def _settled(self) -> None:
+        if self._settle_mark is not None:
+            wall, cpu = time.perf_counter() - self._settle_mark[0], time.process_time() - self._settle_mark[1]
+            # the whole process: no run yet, so everything it does is the app's own (the sampler too)
+            self.ui_steady_cores = cpu / wall if wall > 0 else None
+        self._settled_done = True
+        if self._waiting is not None:
+            session, self._waiting = self._waiting, None
+            self._begin_stream(session)
 
     def on_unmount(self) -> None:
         # Leaving for any reason other than the confirmed quit (an error, a test harness): the run
@@ -165,6 +206,15 @@ class TrainPilotApp(App[int]):
             return
         self.session = session
         self.running, self.paused, self.stopping = True, False, False
+        if self._settled_done:
+            self._begin_stream(session)
+        else:  # the session exists (pause, stop, override queue up in it); it runs once settled
+            self._waiting = session
+
+    def _begin_stream(self, session: Session) -> None:
+        expect = getattr(session, "expect_ui_load", None)  # scripted sessions may not take it
+        if expect is not None and self.ui_steady_cores is not None:
+            expect(self.ui_steady_cores)
         self._stream_session(session)
 
     @work(thread=True, group="session", exclusive=True, exit_on_error=False, name="session")

@@ -51,8 +51,11 @@ def equal_shares(batch: int, world: int) -> tuple[int, ...]:
 
 
 def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> float:
-    """Seconds per sample of forward + backward on a copy of `model`: the mean over the passes (a
-    core shared in time slices makes some passes fast and some slow; the mean is the throughput)."""
+    """Seconds per sample of forward + backward on a copy of `model`: the median over the passes.
+    Each pass (tens of ms) spans many scheduler slices, so a core shared with a busy process slows
+    every pass alike and the median keeps that; what it drops is a stray pass stretched by some
+    unpinned process (the launcher, another command) that lands on a rank's core once, which
+    made the mean call the unloaded rank slow and the measured slow-down 1.3-1.6x, not ~2x."""
     probe = copy.deepcopy(model).to(device).train()
     loss_fn = nn.CrossEntropyLoss()
     x, y = x.to(device), y.to(device)
@@ -69,7 +72,7 @@ def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: 
         if i >= WARMUP_PASSES:
             times.append(time.perf_counter() - start)
         i += 1
-    return float(np.mean(times)) / max(len(x), 1)
+    return float(np.median(times)) / max(len(x), 1)
 
 
 def measure_shares(group: RankGroup, model: nn.Module, inputs: Any, labels: np.ndarray, batch: int, device: torch.device, policy: str = "measured") -> RankSpeeds:

@@ -110,9 +110,11 @@ def predict_ranks(cost: Any, profile: Any, ranks: Sequence[RankSpec], load: Any,
 
     costs = rank_costs(cost, profile, ranks, load)
     if link is None:
+        from ..distributed.launch_cost import with_launch_startup
         from .link import loopback_link
 
-        link = loopback_link(machine_id=cost.machine_id)
+        # the group's start-up as real --nproc launches measured it, not only the loopback probe
+        link = with_launch_startup(loopback_link(machine_id=cost.machine_id), len(ranks))
     return predict_from_costs(features_of(profile), tuple(ranks), costs, link, shares)
 
 

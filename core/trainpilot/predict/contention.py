@@ -90,6 +90,25 @@ class ExternalCpu:
         return UtilizationSample(time.time(), per_core, sum(per_core) / max(logical_cpus, 1), 0.0, 0, 0, ui_cores=self.ui_cores)
 
 
+def with_ui_load(sample: "UtilizationSample", seen_ui_cores: float, ui_cores: float) -> "UtilizationSample":
+    """`sample` with this process's UI counted at `ui_cores` instead of the `seen_ui_cores` its
+    threads used while it was taken: the busy cores change by the difference, taken from (or added
+    to) the cores in proportion to how busy each was, so other processes' load stays as seen."""
+    from dataclasses import replace
+
+    delta = 100.0 * (ui_cores - seen_ui_cores)  # percent of one core
+    busy = sum(sample.per_core)
+    if delta < 0 and busy > 0:
+        per_core = tuple(max(c + delta * c / busy, 0.0) for c in sample.per_core)
+    elif delta > 0:
+        room = sum(100.0 - c for c in sample.per_core)
+        per_core = tuple(min(c + delta * (100.0 - c) / room, 100.0) if room > 0 else c for c in sample.per_core)
+    else:
+        per_core = sample.per_core
+    mean = sum(per_core) / max(len(per_core), 1)
+    return replace(sample, per_core=per_core, cpu_percent=mean, ui_cores=round(ui_cores, 3))
+
+
 # Python threads that train too (a split plan's workers, hetero/runner.py): the timed work, not load.
 TRAINING_THREAD_PREFIXES = ("trainpilot-split",)
 

@@ -24,7 +24,7 @@ from .confidence import confidence_from_margin
 from .drift import DRIFT_MAX_RUNS, NO_DRIFT, Drift, Residual, drift, recent_residuals, residual_of
 from .features import features_of
 from .history import History, HistoryUnavailable, RunRecord
-from .interval import around, error_samples, kind_of, log_bounds, prior_sigma
+from .interval import COLD, WARM, around, error_samples, log_bounds, noise_floor, prior_sigma, repeat_noise, runs_behind
 from .learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, similarities, state_weight
 from .roofline import estimate
 
@@ -294,17 +294,21 @@ class CostModel:
         return PlanPrediction(plan, run_s, source=source, detail=detail)
 
     def _interval(self, run_s: float, obs: list[Observation], footprint: str, plan: Plan, busy: float, fit_error: float) -> Any:
-        """The 80 % interval from the measured errors of this kind of prediction (interval.py);
-        the errors are gathered once per history version, the bounds once per kind and load state."""
+        """The 80 % interval from the measured errors of this kind of prediction, never narrower than
+        the measured repeat noise (interval.py); the errors are gathered once per history version,
+        the bounds and the noise once per kind and load state."""
         if self._errors[0] != self._obs_version:
             self._errors = (self._obs_version, error_samples(obs))
             self._intervals.clear()
         state = state_weight(busy)
-        kind = kind_of(obs, footprint, plan, state)
+        behind = runs_behind(obs, footprint, plan, state)
+        kind = WARM if behind else COLD
         key = (kind, round(state, 3), round(fit_error, 3))
         if key not in self._intervals:
-            self._intervals[key] = log_bounds(self._errors[1], kind, state, prior_sigma(kind, fit_error))
-        return around(run_s, self._intervals[key], kind)
+            sigma = prior_sigma(kind, fit_error)
+            self._intervals[key] = (log_bounds(self._errors[1], kind, state, sigma), repeat_noise(obs, state)[0])
+        bounds, noise = self._intervals[key]
+        return around(run_s, noise_floor(bounds, noise, behind), kind)
 
     def _drift(self, busy: float) -> Drift:
         """How far this machine's recent runs strayed from their warm predictions (drift.py)."""

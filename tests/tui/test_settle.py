@@ -1,0 +1,45 @@
+"""The app starts the run only once its own start-up is over, and tells the session the load it
+adds while settled (issue 12, point 3: start-up rendering landed inside mlp's 0.06 s epochs, and
+the agent, glancing at the machine while the app was still starting, picked fewer threads)."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from trainpilot.session import SessionConfig
+from trainpilot_tui.app import TrainPilotApp
+
+from .conftest import wait_until
+from .scripted import ScriptedSession, sample_source, scripted_samples
+
+SIZE = (120, 40)
+
+
+class StatingSession(ScriptedSession):
+    """A scripted session that takes the UI's steady load, as TrainingSession does."""
+
+    def expect_ui_load(self, cores: float) -> None:
+        self.told = cores
+
+    def events(self):  # type: ignore[no-untyped-def]
+        self.started_at = time.perf_counter()
+        yield from super().events()
+
+
+async def test_the_run_starts_after_the_first_frame_and_settling_with_the_steady_load_stated() -> None:
+    made: list[tuple[float, StatingSession]] = []
+
+    def factory(config: SessionConfig) -> Any:
+        made.append((time.perf_counter(), StatingSession(config)))
+        return made[-1][1]
+
+    app = TrainPilotApp(SessionConfig(epochs=1), session_factory=factory, samples=sample_source(scripted_samples(8)),
+                        discover_user_themes=False, settle_s=0.4)
+    async with app.run_test(size=SIZE) as pilot:
+        mounted = time.perf_counter()
+        await wait_until(pilot, lambda: made and hasattr(made[0][1], "started_at"), what="the run to start")
+        _created, session = made[0]
+        assert session.started_at - mounted >= 0.3  # not at mount: after the first frame and the settle time
+        assert app.ui_steady_cores is not None and 0.0 <= app.ui_steady_cores < 1.5
+        assert session.told == app.ui_steady_cores  # the agent plans for the app's steady load
+        await wait_until(pilot, lambda: not app.running, what="the run's end")
