@@ -33,9 +33,11 @@ def compress_command(
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
 ) -> None:
-    """Prune the model for the target machine: a TD3 agent gives every layer its sparsity, the
-    pruned model must run faster (measured here, predicted on a described machine) at the same
-    accuracy, and it is exported only when both thresholds hold.
+    """Prune the model for the target machine until it steps faster at the same accuracy.
+
+    A TD3 agent gives every layer its sparsity; the pruned model must run faster (measured here,
+    predicted on a described machine) at the same accuracy, and it is exported only when both
+    thresholds hold.
 
     Exit codes: 0 deployed, 1 not deployed or bad input (one `error:` line), 2 usage error.
     """
