@@ -12,14 +12,6 @@ from trainpilot_tui.cli import app
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("data")
-    result = runner.invoke(app, ["headless", "make-dataset", str(directory), "--samples", "200"])
-    assert result.exit_code == 0, result.output
-    return directory
-
-
 def test_run_json_has_energy_and_history_lists_it(dataset_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINPILOT_CPU_WATTS_PER_CORE", "6")
     result = runner.invoke(app, ["headless", "run", "-m", "mlp", "-d", str(dataset_dir), "-e", "2", "--objective", "energy", "--json", "-q"])

@@ -2,35 +2,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from trainpilot.hardware import probe
-from trainpilot.predict.calibration import save_calibration
-from trainpilot.predict.derive import calibration_for_target
-from trainpilot.target_profiles import TargetBackend, TargetMachine
 from trainpilot_tui.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def calibrated_home(trainpilot_home: Path) -> Path:
-    hw = probe(include_backends=False)
-    box = TargetMachine("test box", "tests", ("tests",), "Linux", "x86_64", hw.logical_cpus, hw.logical_cpus, 8 * 2**30, 40e9,
-                        {"cpu": TargetBackend(80e9, 20e9, "fp32")})
-    save_calibration(replace(calibration_for_target(box), machine_id=hw.machine_id, described=None), trainpilot_home / "calibration")
-    return trainpilot_home
-
-
-@pytest.fixture(scope="module")
-def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("data")
-    assert runner.invoke(app, ["headless", "make-dataset", str(directory), "--samples", "300"]).exit_code == 0
-    return directory
 
 
 def test_plan_json_and_table_give_every_predicted_time_an_interval(calibrated_home: Path, dataset_dir: Path) -> None:

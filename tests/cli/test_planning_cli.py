@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,33 +10,11 @@ from typer.testing import CliRunner
 
 from trainpilot.hardware import probe
 from trainpilot.plans import Plan
-from trainpilot.predict.calibration import save_calibration
-from trainpilot.predict.derive import calibration_for_target
 from trainpilot.predict.history import History, RunRecord
-from trainpilot.target_profiles import TargetBackend, TargetMachine
 from trainpilot_tui.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
-
-
-@pytest.fixture
-def calibrated_home(trainpilot_home: Path) -> Path:
-    """A calibration for this machine, derived from a written description, so `plan` need not
-    measure (the measured calibration has its own tests)."""
-    hw = probe(include_backends=False)
-    box = TargetMachine("test box", "tests", ("tests",), "Linux", "x86_64", hw.logical_cpus, hw.logical_cpus, 8 * 2**30, 40e9,
-                        {"cpu": TargetBackend(80e9, 20e9, "fp32")})
-    save_calibration(replace(calibration_for_target(box), machine_id=hw.machine_id, described=None), trainpilot_home / "calibration")
-    return trainpilot_home
-
-
-@pytest.fixture(scope="module")
-def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("data")
-    result = runner.invoke(app, ["headless", "make-dataset", str(directory), "--samples", "300"])
-    assert result.exit_code == 0, result.output
-    return directory
 
 
 def test_plan_json_on_this_machine(calibrated_home: Path, dataset_dir: Path) -> None:

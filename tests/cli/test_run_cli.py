@@ -11,14 +11,6 @@ from trainpilot_tui.cli import app, main
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def dataset_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("data")
-    result = runner.invoke(app, ["headless", "make-dataset", str(directory), "--samples", "300"])
-    assert result.exit_code == 0, result.output
-    return directory
-
-
 def test_run_json_schema(dataset_dir):
     result = runner.invoke(app, ["headless", "run", "--model", "mlp", "--dataset", str(dataset_dir), "--epochs", "2", "--json", "-q"])
     assert result.exit_code == 0, result.output

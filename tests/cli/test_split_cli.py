@@ -15,13 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TWO_GPUS = str(ROOT / "profiles" / "clusters" / "two-rtx4090-10gbe.toml")
 
 
-@pytest.fixture(scope="module")
-def dataset_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("data")
-    assert runner.invoke(app, ["headless", "make-dataset", str(directory), "--samples", "300"]).exit_code == 0
-    return directory
-
-
 def test_run_on_the_split_backend(dataset_dir) -> None:
     result = runner.invoke(app, ["headless", "run", "-m", "small_cnn", "-d", str(dataset_dir), "-e", "1", "--backend", "split", "--json", "-q"])
     assert result.exit_code == 0, result.output
