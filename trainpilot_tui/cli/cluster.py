@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .common import EXIT_USAGE, fail, print_json
+from .common import EXIT_USAGE, fail, failures_as_one_line, print_json
 
 
 def _ms(seconds: float) -> str:
@@ -13,7 +13,7 @@ def _ms(seconds: float) -> str:
 
 
 def cluster_command(path: str, model: Any, dataset: Optional[str], *, epochs: int, batch_size: int, as_json: bool) -> None:
-    from trainpilot.errors import ConfigError, TrainPilotError
+    from trainpilot.errors import ConfigError
     from trainpilot.hetero.cluster import load_cluster, plan_cluster
     from trainpilot.predict.planning import profile_job
 
@@ -21,13 +21,9 @@ def cluster_command(path: str, model: Any, dataset: Optional[str], *, epochs: in
         cluster = load_cluster(path)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
-    try:
+    with failures_as_one_line(also=(ValueError,)):
         profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
         report = plan_cluster(cluster, profile)
-    except (TrainPilotError, ValueError) as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"{getattr(exc, 'filename', None) or 'data directory'}: {exc.strerror or exc}")
     if as_json:
         print_json(report)
         return

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
@@ -24,6 +26,20 @@ def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
 
 def usage_error(message: str) -> NoReturn:
     fail(message, EXIT_USAGE)
+
+
+@contextmanager
+def failures_as_one_line(unnamed_file: str = "data directory", also: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """The core's errors (and `also`) as one `error:` line with exit 1; a file error names its
+    file, or `unnamed_file` when the OS did not say which."""
+    from trainpilot.errors import TrainPilotError
+
+    try:
+        yield
+    except (TrainPilotError, *also) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{getattr(exc, 'filename', None) or unnamed_file}: {exc.strerror or exc}")
 
 
 def print_json(data: Any) -> None:

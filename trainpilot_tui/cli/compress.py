@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from .common import EXIT_FAILURE, fail, print_json, stderr_console, usage_error
+from .common import EXIT_FAILURE, fail, failures_as_one_line, print_json, stderr_console, usage_error
 from .run import DATASET_HELP, MODEL_HELP
 
 
@@ -42,7 +42,6 @@ def compress_command(
     Exit codes: 0 deployed, 1 not deployed or bad input (one `error:` line), 2 usage error.
     """
     from trainpilot.compress import CompressConfig, run_compression
-    from trainpilot.errors import TrainPilotError
 
     config = CompressConfig(
         model={"name": model, "layers": layers} if layers else model, dataset=dataset,
@@ -54,12 +53,8 @@ def compress_command(
     if problems:
         usage_error(problems[0])
     progress = _Progress(quiet)
-    try:
+    with failures_as_one_line("export"):
         report = run_compression(config, on_event=progress.handle)
-    except TrainPilotError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"{getattr(exc, 'filename', None) or 'export'}: {exc.strerror or exc}")
     result = report.to_dict()
     if as_json:
         print_json(result)

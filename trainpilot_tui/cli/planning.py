@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import typer
 
-from .common import fail, print_json, stderr_console, usage_error
+from .common import fail, failures_as_one_line, print_json, stderr_console, usage_error
 from .run import DATASET_HELP, MODEL_HELP, OBJECTIVE_HELP
 
 app = typer.Typer(pretty_exceptions_enable=False)
@@ -88,7 +88,6 @@ def plan_command(
         check_objective(objective)
     except ValueError as exc:
         usage_error(str(exc))
-    from trainpilot.errors import TrainPilotError
     from trainpilot.predict.planning import plan_job
 
     config: Any = {"name": model, "layers": layers} if layers else model
@@ -99,13 +98,8 @@ def plan_command(
 
         cluster_command(cluster, config, dataset, epochs=epochs, batch_size=batch_size, as_json=as_json)
         return
-    try:
-        with _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
-            report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective)
-    except TrainPilotError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"{getattr(exc, 'filename', None) or 'data directory'}: {exc.strerror or exc}")
+    with failures_as_one_line(), _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
+        report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective)
     if as_json:
         print_json(report)
         return
