@@ -18,9 +18,11 @@ prediction error (MAPE) cold / online / warm per pass; what the machine's own no
 the run-to-run variation (a run against the previous run of the same case and plan) and an
 oracle's error (each run predicted by the mean of the same case and plan in the *other* passes,
 future ones included: it knows every case's speed and misses only the noise, so no predictor
-that learns from the past beats it on average); how often the agent's plan is the fastest where
-the best two plans differ by more than 10 %; regret (chosen / best - 1) of the agent, of "first
-available backend, all threads" and of a random choice; the agent's thinking time.
+that learns from the past beats it on average), over every pass and on the last pass's runs,
+which is what the warm verdict compares with (the same runs, so the same noise); how often the
+agent's plan is the fastest where the best two plans differ by more than 10 %; regret (chosen /
+best - 1) of the agent, of "first available backend, all threads" and of a random choice; the
+agent's thinking time.
 
 Runs use a temporary TRAINPILOT_HOME (or --home), never the user's history. The machine may be
 shared: every timed run first waits for other processes to go quiet, is measured with a meter of
@@ -277,25 +279,34 @@ def summarize(outcomes: list[Outcome], meta: dict[str, Any], all_threads: Any) -
     for state in ("idle", "one core busy"):
         rows.append((f"   {state}", f"{floor(state):.1f} %", ""))
 
-    def oracle(state: str | None = None) -> float:
+    def oracle(state: str | None = None, only_pass: int | None = None) -> float:
         # Each run predicted by the mean of its case and plan's *other* passes, future ones too: a
         # predictor that knows every case's speed on this machine and only misses the noise.
+        # only_pass scores it on one pass's runs: the very runs the warm figure is scored on.
         pairs = []
         for o in outcomes:
             if state not in (None, o.state):
                 continue
             for plan in o.passes[0]:
-                times = [p[plan].actual_s for p in o.passes if plan in p]
-                pairs += [(statistics.fmean(times[:i] + times[i + 1:]), t) for i, t in enumerate(times) if len(times) > 1]
+                timed = [(k, p[plan].actual_s) for k, p in enumerate(o.passes) if plan in p]
+                times = [t for _, t in timed]
+                pairs += [(statistics.fmean(times[:i] + times[i + 1:]), t) for i, (k, t) in enumerate(timed)
+                          if len(times) > 1 and only_pass in (None, k)]
         return mape(pairs)
 
     rows.append(("oracle MAPE: mean of the same case and plan's other passes", f"{oracle():.1f} %", "sees the future; learning from the past cannot beat it"))
     for state in ("idle", "one core busy"):
         rows.append((f"   {state}", f"{oracle(state):.1f} %", ""))
-    warm, best = mape([(r.online_s, r.actual_s) for r in runs(last)]), oracle()
+    # The verdict scores both on the same runs (the last pass's): passes of one run meet different
+    # noise (another job's burst lands in one of them), and an oracle scored over every pass would
+    # then be easier or harder than the warm figure for reasons neither predictor controls.
+    rows.append((f"oracle MAPE on pass {passes}'s runs", f"{oracle(only_pass=last):.1f} %", "what the verdict compares with"))
+    for state in ("idle", "one core busy"):
+        rows.append((f"   {state}", f"{oracle(state, only_pass=last):.1f} %", ""))
+    warm, best = mape([(r.online_s, r.actual_s) for r in runs(last)]), oracle(only_pass=last)
     verdict = "met" if warm <= best + 1.0 else "NOT met"
     goal = " (goal <= oracle: met)" if warm <= best else " (goal <= oracle: not met)"
-    rows.append((f"warm MAPE (pass {passes}) vs oracle MAPE, same run", f"{warm:.1f} % vs {best:.1f} %", f"target warm <= oracle + 1 point: {verdict}{goal}"))
+    rows.append((f"warm MAPE (pass {passes}) vs oracle MAPE on the same runs", f"{warm:.1f} % vs {best:.1f} %", f"target warm <= oracle + 1 point: {verdict}{goal}"))
 
     def coverage(pick: Any, k: int | None = None, kind: str | None = None) -> tuple[float, int]:
         # Each interval was made before its run was seen (the run is recorded after): held out.
