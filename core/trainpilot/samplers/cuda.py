@@ -6,23 +6,14 @@ utilisation has no source, so it is shown as n/a with the package that would pro
 """
 from __future__ import annotations
 
-import importlib
 import sys
 from types import ModuleType
 from typing import Any
 
+from ..energy.nvml import NEEDS_NVML, import_nvml
 from ..monitor import Reading
 
 GIB = 2**30
-NEEDS_NVML = "needs NVML (pip install nvidia-ml-py)"
-
-
-def _import_nvml() -> ModuleType | None:
-    try:
-        return importlib.import_module("pynvml")
-    except ImportError:
-        return None
-
 
 class CudaSampler:
     """A monitor.AcceleratorSampler for one CUDA device."""
@@ -32,7 +23,7 @@ class CudaSampler:
     def __init__(self, device_index: int = 0, *, nvml: ModuleType | None | str = "auto", torch_cuda: Any = None):
         """nvml: "auto" imports pynvml when installed; None skips NVML; a module is used as given."""
         self.device_index = device_index
-        self._nvml_module = _import_nvml() if nvml == "auto" else nvml
+        self._nvml_module = import_nvml() if nvml == "auto" else nvml
         self._nvml_handle: Any = None
         self._nvml_problem = "" if self._nvml_module is not None else NEEDS_NVML
         self._torch_cuda = torch_cuda
