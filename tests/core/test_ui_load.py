@@ -58,6 +58,19 @@ def test_meter_counts_this_process_other_threads_but_not_the_timed_one():
     assert quiet.result.ui_cores < 0.1
 
 
+def test_a_proc_stat_that_undercounts_never_makes_the_ui_more_than_the_load(monkeypatch):
+    """Before: other processes' part was system busy minus this process, unclamped; where a
+    sandbox's /proc/stat undercounts (CI: -0.36 cores), the load came out below the UI's own part
+    (busy 0.36 beside ui 0.72) and the run was recorded under less load than its UI made."""
+    monkeypatch.setattr(ExternalCpuMeter, "_system_busy", staticmethod(lambda: 100.0))  # a counter that never moves
+    with BusyHelperThread(), ExternalCpuMeter() as meter:
+        end = time.perf_counter() + 0.5
+        while time.perf_counter() < end:
+            hashlib.sha256(b"y" * (1 << 16)).digest()
+    assert meter.result.ui_cores > 0.1, meter.result  # the helper was seen
+    assert meter.result.cores == pytest.approx(meter.result.ui_cores), meter.result
+
+
 @pytest.fixture(scope="module")
 def small_demo():
     full = demo_dataset(n=400)

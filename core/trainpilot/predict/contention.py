@@ -160,8 +160,12 @@ class ExternalCpuMeter:
         wall = time.perf_counter() - self._t0
         helpers = self._helpers()
         ui = sum(max(cpu - self._helpers0.get(tid, 0.0), 0.0) for tid, cpu in helpers.items())
-        other = (self._system_busy() - self._busy0) - (self._own() - self._own0) + ui
-        self.result = ExternalCpu(wall, max(other, 0.0), ui)
+        # Other processes: system-wide busy time minus this whole process's. Never below zero: the
+        # two counters tick separately (a quiet machine reads a tick or two negative), and some
+        # sandboxes' /proc/stat undercounts a process that /proc/self counts in full (CI read
+        # -0.36 cores there). This process's own other threads are added whatever that reads.
+        others = max((self._system_busy() - self._busy0) - (self._own() - self._own0), 0.0)
+        self.result = ExternalCpu(wall, others + ui, ui)
 
 
 def other_cpu_cores(window_s: float = 0.25) -> float:
