@@ -30,6 +30,15 @@ from .group import RankGroup
 from .speed import RankSpeeds, equal_shares, measure_shares
 
 
+def shard_loss(logits: torch.Tensor, y: torch.Tensor, batch: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A rank's shard of a `batch`-sample step: (the sum of its samples' losses, the loss it
+    backpropagates: that sum times world_size / batch), so DDP's average over ranks is the mean
+    loss's gradient over the whole batch. A function of its own so that a check
+    (benchmarks/equivalence.py) combines shards exactly as the ranks do."""
+    loss_sum = nn.functional.cross_entropy(logits, y, reduction="sum")
+    return loss_sum, loss_sum * (world_size / batch)
+
+
 class DistributedTrainer(Trainer):
     def __init__(self, *args: Any, group: RankGroup, share_policy: str = "measured", **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -41,7 +50,6 @@ class DistributedTrainer(Trainer):
         # be scheduled); every rank then sees the same `peer_stop` and stops at the same boundary.
         self.wants_stop: Any = lambda: False
         self.peer_stop = False
-        self._sum_loss = nn.CrossEntropyLoss(reduction="sum")
 
     def use_plan(self, plan: Plan) -> None:
         """The rank's plan, then the DDP wrapper (which checks every rank holds the same parameter
@@ -79,8 +87,7 @@ class DistributedTrainer(Trainer):
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         logits = self.model(x)
-        loss_sum = self._sum_loss(logits, y)
-        scaled = loss_sum * (self.group.world_size / len(batch_idx))
+        loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
         self.group.guarded(f"the gradient all-reduce of epoch {epoch + 1}, step {step + 1}", scaled.backward)
         correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0
         # Before the optimizer step: if a peer is gone, this step has changed nothing yet, so the
