@@ -1,13 +1,14 @@
-"""Scale-out on this machine, measured: 2 gloo ranks on loopback, one slowed by a real busy process.
+"""Scale-out on this machine, measured: 2 gloo ranks on loopback, one slowed by real busy processes.
 
     python benchmarks/hetero.py            # small_cnn, batch 256, 6 epochs per run
     python benchmarks/hetero.py --quick    # 2 epochs per run (under 3 minutes on 2 cores)
 
 One run, one table. In a fresh TRAINPILOT_HOME it quick-calibrates the cost model and measures the
-loopback link (idle machine), then starts a busy loop pinned to the last core and, while it runs,
-trains the same job (seed, batches) as real `trainpilot headless run` commands:
-  - `--nproc 2 --shares equal` and `--nproc 2` (shares from the ranks' measured speeds); ranks are
-    pinned one per core, one thread each, so rank 1 shares its core with the busy loop;
+loopback link (idle machine), then starts busy loops pinned to the last core (--busy, default 2)
+and, while they run, trains the same job (seed, batches) as real `trainpilot headless run` commands:
+  - `--nproc 2 --shares equal` and `--nproc 2` (shares from the ranks' measured speeds, re-split
+    every epoch from the speeds shown in training); ranks are pinned one per core, one thread each,
+    so rank 1 shares its core with the busy loops;
   - the single-process plans `--backend cpu --threads 1` and `--threads 2`.
 Printed: (a) the step time with equal vs speed-proportional shares, predicted and measured;
 (b) predicted and measured run time of the 2-rank plan and of the single-process plans, and the
@@ -16,6 +17,11 @@ weights' max abs difference across ranks, the first step's combined gradient aga
 single-device one, and the end weights against the single-process run on the same batches within
 the spread float order alone makes to that run (see equivalence.py for why not a fixed 1e-5);
 (d) each run's energy with its label, and the plan chosen under `--objective energy` vs `time`.
+
+Why 2 busy loops: one makes a continuous probe on that core ~1.9x slower, but a training rank
+waits in every collective, the scheduler credits it that sleep, and it trains only ~1.5x slower
+(measured: the re-split shares settled at 153/103); two make it ~1.9x slower in training, the
+"about 2x" the target is stated for. The table prints both the probe's and the training figure.
 
 Robustness: the equal and proportional runs alternate --pairs times (default 3) in the same run;
 the medians are compared and the spread (each run, each pair) is printed. The busy loop's own
@@ -51,24 +57,24 @@ PERMUTED_RUNS = 3  # single-process reruns with each batch permuted inside: the 
 
 
 class BusyCore:
-    """A real competing process: a pure-Python busy loop pinned to one core, stopped at exit."""
+    """Real competing processes: `count` pure-Python busy loops pinned to one core, stopped at exit."""
 
-    def __init__(self, core: int):
-        self.core = core
-        self.proc: subprocess.Popen[bytes] | None = None
+    def __init__(self, core: int, count: int = 1):
+        self.core, self.count = core, count
+        self.procs: list[subprocess.Popen[bytes]] = []
 
     def __enter__(self) -> "BusyCore":
         code = f"import os\nos.sched_setaffinity(0, {{{self.core}}})\nwhile True:\n    pass\n"
-        # same priority as the ranks (inherited nice), its own process, one thread, on exactly the
-        # slowed rank's core; started before any speed probe and given a second to settle
-        self.proc = subprocess.Popen([sys.executable, "-c", code])
+        # same priority as the ranks (inherited nice), their own processes, one thread each, on
+        # exactly the slowed rank's core; started before any speed probe and given a second to settle
+        self.procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(self.count)]
         time.sleep(1.0)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
 
 
 def busy_slowdown(model: Any, shape: tuple[int, ...], free: int, busy: int) -> tuple[float, float]:
@@ -131,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 6, --quick 2)")
     parser.add_argument("--pairs", type=int, default=3, help="equal/proportional runs, alternated, this many of each (medians are printed)")
     parser.add_argument("--batch-size", type=int, default=256, help="global batch: large enough that a step is mostly compute, not per-step overhead")
+    parser.add_argument("--busy", type=int, default=2,
+                        help="busy-loop processes on the slowed rank's core (default 2: with 1, the rank trains only ~1.5x slower)")
     opts = parser.parse_args(argv)
     epochs = opts.epochs or (2 if opts.quick else 6)
     t0 = time.perf_counter()
@@ -168,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     busy = cores[-1]
     data = demo_dataset()
     spec = ModelSpec.from_config(opts.model)
-    with BusyCore(busy):
+    with BusyCore(busy, opts.busy):
         load = measure_load(0.5)  # what the agent observes: one core taken by the busy loop
         free_s, busy_s = busy_slowdown(build_model(spec, data.sample_shape, data.num_classes), tuple(data.sample_shape), cores[0], busy)
         print(f"training: {opts.pairs} x (2 ranks equal shares, 2 ranks measured shares) alternated, 1 process x 1 and 2 threads ...", file=sys.stderr)
@@ -209,8 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     profile = profile_model(build_model(spec, data.sample_shape, data.num_classes), data.sample_shape, data.num_classes, train_n,
                             name=spec.name, batch_size=batch, epochs=epochs)
     # the ranks' own probes (each run measures both ranks beside the busy loop): their median ratio
-    probe_ratios = [r["distributed"]["speeds"]["per_sample_s"][1] / r["distributed"]["speeds"]["per_sample_s"][0] for r in equals + fairs]
+    def rank1_slowdown(r: dict[str, Any]) -> float:
+        per_sample = r["distributed"]["speeds"]["per_sample_s"]
+        return per_sample[1] / per_sample[0]
+
+    # equal-share runs keep their probe's figure; measured-share runs end with the speeds the ranks
+    # showed in training (their shares are re-split every epoch: distributed/speed.refined_shares)
+    probe_ratios = [rank1_slowdown(r) for r in equals]
     slowdown = median(probe_ratios)
+    training_ratios = [rank1_slowdown(r) for r in fairs if r["distributed"]["speeds"].get("source", "probe") != "probe"]
     direct_slowdown = busy_s / free_s
     import dataclasses
 
@@ -265,11 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     ratio_predicted = pred_equal.step_s / pred_fair.step_s
     total = time.perf_counter() - t0
     rows = [
-        ("busy loop's slow-down (probe on its core vs the free one)", "", f"{direct_slowdown:.2f}x", f"busy loop pinned to core {busy}; target ~2x"),
+        ("busy loops' slow-down (probe on their core vs the free one)", "", f"{direct_slowdown:.2f}x", f"{opts.busy} pinned to core {busy}"),
         ("rank 1 slow-down (its probe vs rank 0's, median)", "", f"{slowdown:.2f}x", f"{len(probe_ratios)} runs: {min(probe_ratios):.2f}-{max(probe_ratios):.2f}x"),
+        ("rank 1 slow-down while training (last re-split, median)", "", f"{median(training_ratios):.2f}x" if training_ratios else "n/a",
+         f"{len(training_ratios)} runs: " + ", ".join(f"{v:.2f}x" for v in training_ratios) + f"; final shares {'/'.join(map(str, fair['distributed']['speeds']['shares']))}"),
         (f"(a) step, equal shares {'/'.join(map(str, equal['distributed']['speeds']['shares']))} (median)", f"{pred_equal.step_s * 1e3:.1f} ms", f"{median(steps_equal):.1f} ms",
          f"{len(steps_equal)} runs: {min(steps_equal):.1f}-{max(steps_equal):.1f} ms"),
-        (f"(a) step, measured shares {'/'.join(map(str, fair['distributed']['speeds']['shares']))} (median)", f"{pred_fair.step_s * 1e3:.1f} ms", f"{median(steps_fair):.1f} ms",
+        ("(a) step, measured shares, re-split per epoch (median)", f"{pred_fair.step_s * 1e3:.1f} ms", f"{median(steps_fair):.1f} ms",
          f"{len(steps_fair)} runs: {min(steps_fair):.1f}-{max(steps_fair):.1f} ms"),
         ("(a) equal / proportional step time (medians)", f"{ratio_predicted:.2f}x", f"{ratio_measured:.2f}x",
          f"target >= 1.3x: {'PASS' if ratio_measured >= 1.3 else 'MISS'}; per pair {min(pair_ratios):.2f}-{max(pair_ratios):.2f}x"),
@@ -298,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         ("benchmark wall time" + (" (--quick)" if opts.quick else ""), "", f"{total:.0f} s", f"calibration {calibrate_s:.0f} s; loopback probe's start-up {loopback_startup:.1f} s" + ("; target < 180 s: " + ("PASS" if total < 180 else "MISS") if opts.quick else "")),
     ]
     title = (f"hetero: {opts.model}, demo set ({train_n} train samples), batch {batch}, {epochs} epoch(s) per run; 2 gloo ranks on 127.0.0.1,"
-             f" pinned one per core, 1 thread each; a busy loop on core {busy}")
+             f" pinned one per core, 1 thread each; {opts.busy} busy loop(s) on core {busy}")
     widths = [max(len(r[i]) for r in rows + [("figure", "predicted", "measured", "check")]) for i in range(4)]
     print(title)
     for r in [("figure", "predicted", "measured", "check")] + rows:

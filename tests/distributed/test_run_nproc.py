@@ -50,11 +50,14 @@ def test_torchrun_then_nproc_resume_equals_single_process(ddp_dataset, trainpilo
     run_id = data["run_id"]
     assert recorded(trainpilot_home, run_id) == ["success"]  # by rank 0 only
 
-    resumed = runner.invoke(app, args + ["--nproc", "2", "--resume", run_id, "-e", "2"])
+    resumed = runner.invoke(app, args + ["--nproc", "2", "--resume", run_id, "-e", "3"])
     assert resumed.exit_code == 0, (resumed.stderr[-2000:], resumed.exception)
     again = json.loads(resumed.stdout)
-    assert again["run_id"] == run_id and [e["epoch"] for e in again["epochs"]] == [1, 2]
+    assert again["run_id"] == run_id and [e["epoch"] for e in again["epochs"]] == [1, 2, 3]
     assert again["distributed"]["weight_max_abs_diff_across_ranks"] == 0.0
+    # epoch 3's shares come from the speeds both ranks showed training epoch 2, not from the probe
+    refined = again["distributed"]["speeds"]
+    assert refined["source"] == "epoch 2" and sum(refined["shares"]) == 64 and refined["shares"][0] > refined["shares"][1], refined
     assert recorded(trainpilot_home, run_id) == ["success", "success"]  # one record per launch, not per rank
     # the launch's own cost (agent, interpreters, setup, teardown) is timed and kept for the next prediction
     overhead = again["distributed"]["launch_s"] - again["actual_s"]
@@ -62,11 +65,11 @@ def test_torchrun_then_nproc_resume_equals_single_process(ddp_dataset, trainpilo
     learned = launch_overhead(2, 0.0, trainpilot_home)
     assert learned.source.startswith("median of 1 ") and abs(learned.seconds - overhead) < 1e-3
 
-    single = runner.invoke(app, args + ["-e", "2", "--backend", "cpu", "--threads", "1"])
+    single = runner.invoke(app, args + ["-e", "3", "--backend", "cpu", "--threads", "1"])
     assert single.exit_code == 0, single.output
     reference = json.loads(single.stdout)["run_id"]
-    # same seed, same batches: 2 ranks with uneven shares, stopped after epoch 1 and resumed from
-    # rank 0's checkpoint, end where one process ends (float summation order aside)
+    # same seed, same batches: 2 ranks with uneven shares (changed after epoch 2), stopped after
+    # epoch 1 and resumed from rank 0's checkpoint, end where one process ends (float order aside)
     assert max_abs_diff(weights(run_id), weights(reference)) < 1e-5
 
 

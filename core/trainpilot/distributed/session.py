@@ -115,13 +115,30 @@ class DistributedSession(TrainingSession):
 
     def _train_epoch(self, epoch: int, first_step: int, totals: Any, segments: list[Any], load: Any) -> Generator[ev.Event, None, bool]:
         try:
-            return (yield from super()._train_epoch(epoch, first_step, totals, segments, load))
+            return (yield from self._telling_new_shares(super()._train_epoch(epoch, first_step, totals, segments, load)))
         except PeerLost as exc:
             if self.is_leader:
                 at_epoch, at_step, at_totals = self._position
                 yield from super()._checkpoint(at_epoch, at_step, "interrupt", at_totals)
                 raise PeerLost(f"{exc}; checkpoint saved at epoch {at_epoch + 1}, step {at_step}: resume with --resume {self.run_id}") from exc
             raise
+
+    def _telling_new_shares(self, steps: Generator[ev.Event, None, bool]) -> Generator[ev.Event, None, bool]:
+        """The epoch's events, plus an act line when the trainer re-split the batch from the
+        speeds the ranks showed in the epoch before (distributed/speed.refined_shares)."""
+        shown = getattr(self.trainer, "speeds", None)
+        while True:
+            try:
+                event = next(steps)
+            except StopIteration as done:
+                return done.value
+            yield event
+            now = getattr(self.trainer, "speeds", None)
+            if now is not None and now is not shown:
+                shown = now
+                if now.source == "probe":  # a new plan's probe: _switch tells that one
+                    continue
+                yield ev.AgentStepped(self.run_id, "act", f"re-split the batch: {now.describe()}", None, {"shares": now.to_dict()})
 
     def _whole_run_energy(self, record: dict[str, Any]) -> None:
         """Make the epoch's energy the whole group's, not rank 0's alone (every rank calls this at

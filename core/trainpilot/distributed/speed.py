@@ -31,6 +31,7 @@ class RankSpeeds:
     per_sample_s: tuple[float, ...]  # each rank's measured seconds per sample (forward + backward)
     shares: tuple[int, ...]  # samples of one full batch per rank
     policy: str  # "measured" | "equal"
+    source: str = "probe"  # "probe" (before training) or "epoch N" (that epoch's training steps)
 
     @property
     def samples_per_s(self) -> tuple[float, ...]:
@@ -40,10 +41,12 @@ class RankSpeeds:
         speeds = ", ".join(f"rank {i} {s:,.0f}" for i, s in enumerate(self.samples_per_s))
         split = "/".join(str(n) for n in self.shares)
         why = "in proportion to speed" if self.policy == "measured" else "equal shares (asked for)"
-        return f"measured samples/s: {speeds}; batch split {split}, {why}"
+        where = "" if self.source == "probe" else f" (from {self.source}'s training steps)"
+        return f"measured samples/s{where}: {speeds}; batch split {split}, {why}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"per_sample_s": list(self.per_sample_s), "samples_per_s": list(self.samples_per_s), "shares": list(self.shares), "policy": self.policy}
+        return {"per_sample_s": list(self.per_sample_s), "samples_per_s": list(self.samples_per_s), "shares": list(self.shares),
+                "policy": self.policy, "source": self.source}
 
 
 def equal_shares(batch: int, world: int) -> tuple[int, ...]:
@@ -84,3 +87,24 @@ def measure_shares(group: RankGroup, model: nn.Module, inputs: Any, labels: np.n
     per_sample = tuple(float(v) for v in group.gather(mine, "the speed measurement"))
     shares = finish_time_shares(batch, per_sample) if policy == "measured" else equal_shares(batch, group.world_size)
     return RankSpeeds(per_sample, shares, policy)
+
+
+def refined_shares(group: RankGroup, forward_per_sample_s: list[float], previous: RankSpeeds, batch: int, epoch: int) -> RankSpeeds:
+    """New shares from the speeds the ranks showed while training (StarPU's history-based model,
+    per epoch): the probe runs for a fraction of a second before training, and a core shared with
+    another process is not shared the same way then. Measured here: a rank whose core a busy loop
+    shares probes 2.1-2.9x slower, yet when it gets the smaller share it waits for the other rank
+    part of every step, the scheduler credits it that sleep, and it runs faster than the probe said;
+    shares from the probe alone then overshoot (179/77 at 1.02x over equal shares in one run).
+
+    Each rank's figure is the median of its forward passes' seconds per sample in the epoch that
+    ended (the wrapped module's own forward: no collective inside it, so no waiting counted);
+    forward and backward slow down together on a shared core, so the ratio between ranks is the
+    step's. Scaled to the previous estimate's mean so the samples/s stay whole-step figures."""
+    mine = float(np.median(forward_per_sample_s)) if forward_per_sample_s else 0.0
+    seen = [float(v) for v in group.gather(mine, "the speed measurement of the epoch that ended")]
+    if min(seen) <= 0.0:  # a rank timed no full batch (a very short epoch): keep what we had
+        return previous
+    scale = float(np.mean(previous.per_sample_s)) / float(np.mean(seen))
+    per_sample = tuple(v * scale for v in seen)
+    return RankSpeeds(per_sample, finish_time_shares(batch, per_sample), previous.policy, source=f"epoch {epoch}")

@@ -18,6 +18,8 @@ each batch; a short last batch is split again by the same speeds.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -27,7 +29,7 @@ from ..hetero.shares import finish_time_shares
 from ..plans import Plan
 from ..trainer import StepResult, Trainer
 from .group import RankGroup
-from .speed import RankSpeeds, equal_shares, measure_shares
+from .speed import RankSpeeds, equal_shares, measure_shares, refined_shares
 
 
 def shard_loss(logits: torch.Tensor, y: torch.Tensor, batch: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,6 +39,41 @@ def shard_loss(logits: torch.Tensor, y: torch.Tensor, batch: int, world_size: in
     (benchmarks/equivalence.py) combines shards exactly as the ranks do."""
     loss_sum = nn.functional.cross_entropy(logits, y, reduction="sum")
     return loss_sum, loss_sum * (world_size / batch)
+
+
+class ForwardClock:
+    """Seconds per sample of a module's forward passes, taken only inside `timing(n)` (a training
+    step's full batch), so evaluation and the speed probe's copy are never counted. The hooks are
+    plain closures: the probe deep-copies the model with its hooks, and a bound method would drag
+    the whole trainer (and its DDP wrapper) into that copy."""
+
+    def __init__(self) -> None:
+        self.per_sample_s: list[float] = []
+        self._samples = 0  # of the forward being timed; 0: not timing
+        self._t0 = 0.0
+        self._handles: list[Any] = []
+
+    def attach(self, module: nn.Module) -> None:
+        for handle in self._handles:  # a new plan wraps a new module: time that one only
+            handle.remove()
+
+        def started(*_: Any) -> None:
+            self._t0 = time.perf_counter()
+
+        def ended(*_: Any) -> None:
+            if self._samples:
+                self.per_sample_s.append((time.perf_counter() - self._t0) / self._samples)
+
+        self._handles = [module.register_forward_pre_hook(started), module.register_forward_hook(ended)]
+        self.per_sample_s = []
+
+    @contextmanager
+    def timing(self, samples: int) -> Iterator[None]:
+        self._samples = samples
+        try:
+            yield
+        finally:
+            self._samples = 0
 
 
 class DistributedTrainer(Trainer):
@@ -50,6 +87,9 @@ class DistributedTrainer(Trainer):
         # be scheduled); every rank then sees the same `peer_stop` and stops at the same boundary.
         self.wants_stop: Any = lambda: False
         self.peer_stop = False
+        # This epoch's forward passes on full batches: the next epoch's shares come from them
+        # (speed.refined_shares), when the shares are the measured ones.
+        self._clock = ForwardClock()
 
     def use_plan(self, plan: Plan) -> None:
         """The rank's plan, then the DDP wrapper (which checks every rank holds the same parameter
@@ -60,6 +100,9 @@ class DistributedTrainer(Trainer):
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         module = self.model
         self.model = self.group.guarded("setting up DistributedDataParallel", lambda: DistributedDataParallel(module, device_ids=device_ids))
+        # Timed on the wrapped module, inside DDP's forward: after its buffer broadcast, so a rank
+        # waiting for the other there is not counted as slow.
+        self._clock.attach(module)
         self.rebalance()
 
     def rebalance(self) -> RankSpeeds:
@@ -77,6 +120,11 @@ class DistributedTrainer(Trainer):
     def train_step(self, epoch: int, step: int) -> StepResult:
         """Step `step` of `epoch` on this rank's share; the figures returned are the whole batch's."""
         start = time.perf_counter()
+        if step == 0 and self._clock.per_sample_s and self.share_policy == "measured" and self.speeds is not None:
+            # every rank reaches an epoch's first step together (the last step's all-reduce), so
+            # the gather below is a collective they all enter
+            self.speeds = refined_shares(self.group, self._clock.per_sample_s, self.speeds, self.batch_size, epoch)
+            self._clock.per_sample_s = []
         order = self.epoch_order(epoch)
         batch_idx = order[step * self.batch_size : (step + 1) * self.batch_size]
         shares = self.shares_for(len(batch_idx))
@@ -86,7 +134,9 @@ class DistributedTrainer(Trainer):
         y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        logits = self.model(x)
+        # full batches only: a short last batch's fixed per-step cost weighs more per sample
+        with self._clock.timing(len(idx) if len(batch_idx) == self.batch_size else 0):
+            logits = self.model(x)
         loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
         self.group.guarded(f"the gradient all-reduce of epoch {epoch + 1}, step {step + 1}", scaled.backward)
         correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0
