@@ -89,19 +89,21 @@ def measure_shares(group: RankGroup, model: nn.Module, inputs: Any, labels: np.n
     return RankSpeeds(per_sample, shares, policy)
 
 
-def refined_shares(group: RankGroup, forward_per_sample_s: list[float], previous: RankSpeeds, batch: int, epoch: int) -> RankSpeeds:
+def refined_shares(group: RankGroup, step_per_sample_s: list[float], previous: RankSpeeds, batch: int, epoch: int) -> RankSpeeds:
     """New shares from the speeds the ranks showed while training (StarPU's history-based model,
     per epoch): the probe runs for a fraction of a second before training, and a core shared with
-    another process is not shared the same way then. Measured here: a rank whose core a busy loop
-    shares probes 2.1-2.9x slower, yet when it gets the smaller share it waits for the other rank
-    part of every step, the scheduler credits it that sleep, and it runs faster than the probe said;
-    shares from the probe alone then overshoot (179/77 at 1.02x over equal shares in one run).
+    another process is not shared the same way then. Measured here: a rank whose core busy loops
+    share probes 1.6-3.0x slower, but the launcher starts each rank in its own session, so with the
+    kernel's autogroup the rank's core is split between sessions, not processes, and a rank that
+    waits part of every step for the other gets back the time it slept.
 
-    Each rank's figure is the median of its forward passes' seconds per sample in the epoch that
-    ended (the wrapped module's own forward: no collective inside it, so no waiting counted);
-    forward and backward slow down together on a shared core, so the ratio between ranks is the
-    step's. Scaled to the previous estimate's mean so the samples/s stay whole-step figures."""
-    mine = float(np.median(forward_per_sample_s)) if forward_per_sample_s else 0.0
+    Each rank's figure is the mean over the epoch that ended of its full-batch steps' seconds per
+    sample, from the forward's start to the gradients being ready (trainer.StepClock: its own
+    compute with the preemption it met, none of its waiting for the others). The mean, not the
+    median: a rank on a shared core runs some steps untouched and loses the core in others, and
+    the step waits for both kinds. Scaled to the previous estimate's mean so the figures stay in
+    the probe's units (the shares depend only on their ratio)."""
+    mine = float(np.mean(step_per_sample_s)) if step_per_sample_s else 0.0
     seen = [float(v) for v in group.gather(mine, "the speed measurement of the epoch that ended")]
     if min(seen) <= 0.0:  # a rank timed no full batch (a very short epoch): keep what we had
         return previous

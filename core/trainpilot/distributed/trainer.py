@@ -41,30 +41,45 @@ def shard_loss(logits: torch.Tensor, y: torch.Tensor, batch: int, world_size: in
     return loss_sum, loss_sum * (world_size / batch)
 
 
-class ForwardClock:
-    """Seconds per sample of a module's forward passes, taken only inside `timing(n)` (a training
-    step's full batch), so evaluation and the speed probe's copy are never counted. The hooks are
-    plain closures: the probe deep-copies the model with its hooks, and a bound method would drag
-    the whole trainer (and its DDP wrapper) into that copy."""
+class StepClock:
+    """Seconds per sample from a training step's forward start to the moment its gradients are
+    ready to all-reduce: the rank's own compute, wall clock, with whatever preemption it met, and
+    none of the waiting for the other ranks (which comes after, inside the all-reduce).
+
+    Why wall time to "gradients ready" and not the forward alone: on a core that another program
+    shares, the scheduler gives the rank full-speed slices and then takes the core away. A forward
+    pass is short enough to fit in one slice, so its time says the rank is as fast as a free one;
+    the backward, twice as long, is where the core is taken. The whole compute span, averaged over
+    the epoch, is what the step has to wait for (StarPU balances predicted finish times the same way).
+
+    Taken only inside `timing(n)` (a training step's full batch), so evaluation and the speed
+    probe's copy are never counted. The forward hook is a plain closure: the probe deep-copies the
+    model with its hooks, and a bound method would drag the whole trainer (and its DDP wrapper) in."""
 
     def __init__(self) -> None:
         self.per_sample_s: list[float] = []
-        self._samples = 0  # of the forward being timed; 0: not timing
+        self._samples = 0  # of the step being timed; 0: not timing
         self._t0 = 0.0
         self._handles: list[Any] = []
 
-    def attach(self, module: nn.Module) -> None:
+    def attach(self, module: nn.Module, ddp: Any) -> None:
+        """Time `module` (the model inside `ddp`, after DDP's own buffer broadcast) from its
+        forward start to `ddp`'s last gradient bucket being ready."""
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
         for handle in self._handles:  # a new plan wraps a new module: time that one only
             handle.remove()
 
         def started(*_: Any) -> None:
             self._t0 = time.perf_counter()
 
-        def ended(*_: Any) -> None:
-            if self._samples:
+        def gradients_ready(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects annotations other than its own
+            if self._samples and bucket.is_last():
                 self.per_sample_s.append((time.perf_counter() - self._t0) / self._samples)
+            return allreduce_hook(state, bucket)  # DDP's own all-reduce (the average), unchanged
 
-        self._handles = [module.register_forward_pre_hook(started), module.register_forward_hook(ended)]
+        self._handles = [module.register_forward_pre_hook(started)]
+        ddp.register_comm_hook(None, gradients_ready)  # None: the default process group, as DDP's
         self.per_sample_s = []
 
     @contextmanager
@@ -87,9 +102,9 @@ class DistributedTrainer(Trainer):
         # be scheduled); every rank then sees the same `peer_stop` and stops at the same boundary.
         self.wants_stop: Any = lambda: False
         self.peer_stop = False
-        # This epoch's forward passes on full batches: the next epoch's shares come from them
-        # (speed.refined_shares), when the shares are the measured ones.
-        self._clock = ForwardClock()
+        # This epoch's full-batch steps, timed to their gradients: the next epoch's shares come
+        # from them (speed.refined_shares), when the shares are the measured ones.
+        self._clock = StepClock()
 
     def use_plan(self, plan: Plan) -> None:
         """The rank's plan, then the DDP wrapper (which checks every rank holds the same parameter
@@ -100,9 +115,9 @@ class DistributedTrainer(Trainer):
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         module = self.model
         self.model = self.group.guarded("setting up DistributedDataParallel", lambda: DistributedDataParallel(module, device_ids=device_ids))
-        # Timed on the wrapped module, inside DDP's forward: after its buffer broadcast, so a rank
-        # waiting for the other there is not counted as slow.
-        self._clock.attach(module)
+        # Timed from the wrapped module's forward, after DDP's buffer broadcast, so a rank waiting
+        # for the other there is not counted as slow; up to its gradients, before the all-reduce.
+        self._clock.attach(module, self.model)
         self.rebalance()
 
     def rebalance(self) -> RankSpeeds:
@@ -137,8 +152,8 @@ class DistributedTrainer(Trainer):
         # full batches only: a short last batch's fixed per-step cost weighs more per sample
         with self._clock.timing(len(idx) if len(batch_idx) == self.batch_size else 0):
             logits = self.model(x)
-        loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
-        self.group.guarded(f"the gradient all-reduce of epoch {epoch + 1}, step {step + 1}", scaled.backward)
+            loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
+            self.group.guarded(f"the gradient all-reduce of epoch {epoch + 1}, step {step + 1}", scaled.backward)
         correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0
         # Before the optimizer step: if a peer is gone, this step has changed nothing yet, so the
         # checkpoint rank 0 then writes is the state at this step's start.
