@@ -1,5 +1,6 @@
-"""The clock the ranks re-split by (distributed/trainer.StepClock): a rank's compute from its
-forward's start to its gradients being ready, through DDP's own gradient hook."""
+"""The gradient hook of a rank (distributed/trainer.gradient_hook): the clock the ranks re-split
+by (StepClock: a rank's compute from its forward's start to its gradients being ready) and the
+step's figures riding on the gradient all-reduce (StepFigures)."""
 from __future__ import annotations
 
 import time
@@ -10,7 +11,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainpilot.distributed.trainer import StepClock
+from trainpilot.distributed.trainer import StepClock, StepFigures, gradient_hook
 
 BACKWARD_S = 0.03
 
@@ -49,7 +50,8 @@ def test_the_clock_counts_the_backward_up_to_the_gradients_and_only_timed_steps(
     model = Model()
     ddp = DistributedDataParallel(model)
     clock = StepClock()
-    clock.attach(model, ddp)
+    clock.attach(model)
+    ddp.register_comm_hook(None, gradient_hook(clock, StepFigures()))
     x = torch.randn(16, 8, requires_grad=True)
 
     ddp(x).sum().backward()  # not inside timing(): an evaluation or a short batch, never counted
@@ -64,3 +66,25 @@ def test_the_clock_counts_the_backward_up_to_the_gradients_and_only_timed_steps(
     assert min(clock.per_sample_s) * 16 >= BACKWARD_S * 0.9, clock.per_sample_s
     # DDP's average still happened: the hook hands the bucket to DDP's own all-reduce
     assert model.linear.weight.grad is not None and torch.isfinite(model.linear.weight.grad).all()
+
+
+def test_the_figures_ride_on_the_gradient_all_reduce_and_the_gradients_stay_ddp_s(one_rank_group):
+    torch.manual_seed(0)
+    plain, hooked = Model(), Model()
+    hooked.load_state_dict(plain.state_dict())
+    x = torch.randn(16, 8)
+    DistributedDataParallel(plain)(x).sum().backward()  # DDP's own average, no hook
+
+    ddp = DistributedDataParallel(hooked)
+    figures = StepFigures()
+    ddp.register_comm_hook(None, gradient_hook(StepClock(), figures))
+    figures.put([123.25, 7.0, 16.0, 1.0])
+    ddp(x).sum().backward()
+    assert figures.summed == [123.25, 7.0, 16.0, 1.0]  # summed over the one rank, not averaged
+    assert figures.take() is None  # taken by the last bucket: nothing rides twice
+    for a, b in zip(plain.parameters(), hooked.parameters()):
+        assert torch.equal(a.grad, b.grad)
+
+    ddp(x).sum().backward()  # a step that put no figures: the hook is DDP's plain average
+    for a, b in zip(plain.parameters(), hooked.parameters()):
+        assert torch.allclose(2 * a.grad, b.grad)  # accumulated, as without the hook
