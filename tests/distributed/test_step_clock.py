@@ -88,3 +88,14 @@ def test_the_figures_ride_on_the_gradient_all_reduce_and_the_gradients_stay_ddp_
     ddp(x).sum().backward()  # a step that put no figures: the hook is DDP's plain average
     for a, b in zip(plain.parameters(), hooked.parameters()):
         assert torch.allclose(2 * a.grad, b.grad)  # accumulated, as without the hook
+
+
+def test_the_shares_come_from_the_last_few_epochs_steps():
+    clock = StepClock()
+    for epoch in range(StepClock.WINDOW_EPOCHS + 1):
+        clock.per_sample_s = [float(epoch)] * 2
+        window = clock.close_epoch()
+    # the oldest epoch (0) has left the window; the newest ones are all in it
+    assert sorted(set(window)) == [float(e) for e in range(1, StepClock.WINDOW_EPOCHS + 1)]
+    assert len(window) == 2 * StepClock.WINDOW_EPOCHS and clock.per_sample_s == []
+    assert clock.close_epoch() == window  # an epoch that timed nothing keeps what was there
