@@ -98,8 +98,9 @@ def refined_shares(group: RankGroup, step_per_sample_s: list[float], previous: R
     waits part of every step for the other gets back the time it slept.
 
     Each rank's figure is the mean over the last few epochs (trainer.StepClock.WINDOW_EPOCHS) of
-    its full-batch steps' seconds per sample, from the forward's start to the gradients being ready (trainer.StepClock: its own
-    compute with the preemption it met, none of its waiting for the others). The mean, not the
+    its full-batch steps' seconds per sample, from the forward's start to the gradients being
+    ready (trainer.StepClock: its own compute with the preemption it met, none of its waiting for
+    the others). The mean, not the
     median: a rank on a shared core runs some steps untouched and loses the core in others, and
     the step waits for both kinds. Scaled to the previous estimate's mean so the figures stay in
     the probe's units (the shares depend only on their ratio)."""

@@ -121,39 +121,36 @@ class StepFigures:
         return riding
 
 
+# Gradient dtypes the figures can ride in: float32 keeps counts exact up to 2**24; half precision
+# would round them, so with half-precision gradients the figures take a collective of their own.
+RIDING_DTYPES = (torch.float32, torch.float64)
+
+
 def gradient_hook(clock: StepClock, figures: StepFigures) -> Any:
-    """A DDP communication hook: DDP's own average of each gradient bucket (divide by the world
-    size, all-reduce), with the clock stopped and the step's figures riding, unaveraged, at the end
-    of the last bucket. Every rank's DDP reduces its buckets in the same order, so the last one is
-    the same on all."""
+    """A DDP communication hook: DDP's own average of each gradient bucket, with the clock stopped
+    at the last bucket and the step's figures riding, unaveraged, at its end. Every rank's DDP
+    reduces its buckets in the same order, so the last one is the same on all."""
     import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects annotations other than its own
-        group = state if state is not None else dist.group.WORLD
-        world = dist.get_world_size(group)
-        grads = bucket.buffer()
-        riding = None
-        if bucket.is_last():
+        last = bucket.is_last()
+        if last:
             clock.gradients_ready()
-            riding = figures.take()
-        if riding is not None and grads.dtype not in (torch.float32, torch.float64):
-            figures.put(riding.tolist())  # half-precision gradients would round the counts: the
-            riding = None  # figures go in a collective of their own (train_step sees none summed)
+        riding = figures.take() if last and bucket.buffer().dtype in RIDING_DTYPES else None
         if riding is None:
-            packed = grads.div_(world)
-        else:  # the figures in the gradients' dtype: float32 keeps counts exact up to 2**24
-            packed = torch.cat([grads.div_(world), riding.to(grads.device, grads.dtype)])
-        work = dist.all_reduce(packed, group=group, async_op=True)
+            return allreduce_hook(state, bucket)  # DDP's own: divide by the world size, all-reduce
+        group = state if state is not None else dist.group.WORLD
+        grads = bucket.buffer().div_(dist.get_world_size(group))
+        packed = torch.cat([grads, riding.to(grads.device, grads.dtype)])
 
         def unpack(fut):  # type: ignore[no-untyped-def]
             out = fut.value()[0]
-            if riding is None:
-                return out
             figures.summed = [float(v) for v in out[grads.numel():].cpu()]
             grads.copy_(out[: grads.numel()])
             return grads
 
-        return work.get_future().then(unpack)
+        return dist.all_reduce(packed, group=group, async_op=True).get_future().then(unpack)
 
     return hook
 
