@@ -112,6 +112,30 @@ def with_ui_load(sample: "UtilizationSample", seen_ui_cores: float, ui_cores: fl
 # Python threads that train too (a split plan's workers, hetero/runner.py): the timed work, not load.
 TRAINING_THREAD_PREFIXES = ("trainpilot-split",)
 
+# Other processes whose CPU is this process's UI: the terminal app runs its session in a process of
+# its own (session_process.py), and the training process counts the app's process as its UI, as it
+# would count the app's threads were they in this process.
+_UI_PROCESSES: dict[int, psutil.Process] = {}
+
+
+def count_as_ui(pid: int) -> None:
+    """From now on, meters in this process count process `pid`'s CPU as this process's UI load."""
+    try:
+        _UI_PROCESSES[pid] = psutil.Process(pid)
+    except psutil.Error:  # gone already: nothing of it to count
+        pass
+
+
+def _ui_processes_cpu(processes: list[psutil.Process]) -> dict[int, float]:
+    out = {}
+    for proc in processes:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:  # the UI ended mid-block: the part it used before is lost (a slight undercount)
+            continue
+        out[proc.pid] = t.user + t.system
+    return out
+
 
 class ExternalCpuMeter:
     """`with ExternalCpuMeter() as m: ...; m.result.cores` -> cores used by everything but the timed work.
@@ -127,6 +151,7 @@ class ExternalCpuMeter:
         self._proc = psutil.Process(os.getpid())
         self.result = ExternalCpu()
         self._worker = threading.get_native_id()
+        self._ui_processes = list(_UI_PROCESSES.values())
 
     @staticmethod
     def _system_busy() -> float:
@@ -154,6 +179,7 @@ class ExternalCpuMeter:
         self._busy0 = self._system_busy()
         self._own0 = self._own()
         self._helpers0 = self._helpers()
+        self._ui0 = _ui_processes_cpu(self._ui_processes)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -165,7 +191,11 @@ class ExternalCpuMeter:
         # sandboxes' /proc/stat undercounts a process that /proc/self counts in full (CI read
         # -0.36 cores there). This process's own other threads are added whatever that reads.
         others = max((self._system_busy() - self._busy0) - (self._own() - self._own0), 0.0)
-        self.result = ExternalCpu(wall, others + ui, ui)
+        # A UI in a process of its own is among the other processes already: moved to the UI's part,
+        # and counted in full even where /proc/stat undercounts it (as this process's threads are).
+        ui_process = sum(max(cpu - self._ui0.get(pid, cpu), 0.0) for pid, cpu in _ui_processes_cpu(self._ui_processes).items())
+        others = max(others - ui_process, 0.0)
+        self.result = ExternalCpu(wall, others + ui + ui_process, ui + ui_process)
 
 
 def other_cpu_cores(window_s: float = 0.25) -> float:
