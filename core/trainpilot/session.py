@@ -54,6 +54,13 @@ class SessionConfig:
         return asdict(self)
 
 
+def with_default_epochs(config: SessionConfig) -> SessionConfig:
+    """`config` with DEFAULT_EPOCHS when it names none (a resumed run keeps its own count instead)."""
+    if config.epochs is None and not config.resume:
+        return replace(config, epochs=DEFAULT_EPOCHS)
+    return config
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
@@ -115,8 +122,7 @@ class _Runtime:
 
 class TrainingSession:
     def __init__(self, config: SessionConfig, orchestrator: Any = None, dataset: Any = None):
-        if config.epochs is None and not config.resume:
-            config = replace(config, epochs=DEFAULT_EPOCHS)
+        config = with_default_epochs(config)
         self.config = config
         self.run_id = config.run_id or new_run_id()
         self._orchestrator = orchestrator
