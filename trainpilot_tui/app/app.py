@@ -64,7 +64,8 @@ def freeze_startup_objects() -> None:
 
 
 class Session(Protocol):
-    """What the app needs from a session: `trainpilot.session.TrainingSession` (tests script their own)."""
+    """What the app needs from a session: `trainpilot.session_process.ProcessSession` or
+    `trainpilot.session.TrainingSession` (tests script their own)."""
 
     config: SessionConfig
     run_id: str
@@ -81,9 +82,11 @@ SampleSource = Callable[[threading.Event], Iterable[UtilizationSample]]
 
 
 def training_session(config: SessionConfig) -> Session:
-    from trainpilot.session import TrainingSession
+    """The app's sessions train in a process of their own: in a thread of the app they wait for the
+    GIL every time the app draws (trainpilot/session_process.py says how much that cost)."""
+    from trainpilot.session_process import ProcessSession
 
-    return TrainingSession(config)
+    return ProcessSession(config)
 
 
 class TrainPilotApp(App[int]):
