@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--refresh-hz", type=float, default=2.0, help="hardware sampling rate of the app")
     parser.add_argument("--size", default="160x48", help="terminal size the app lays out for, WxH")
     parser.add_argument("--settle-s", type=float, default=None, help="the app's settle time before the run starts (default: the app's own; 0: start at once, as before)")
+    parser.add_argument("--in-thread", action="store_true",
+                        help="run the app's session in a thread of the app, as before it had a process of its own (for comparison)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each mode, interleaved; the median is compared")
     parser.add_argument("--child", choices=("headless", "tui"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -73,14 +75,16 @@ def headless_run(config: Any, dataset: Any) -> Any:
     return session, {}
 
 
-def tui_run(config: Any, dataset: Any, refresh_hz: float, size: tuple[int, int], settle_s: float | None = None) -> Any:
+def tui_run(config: Any, dataset: Any, refresh_hz: float, size: tuple[int, int], settle_s: float | None = None,
+            in_thread: bool = False) -> Any:
     from trainpilot.session import TrainingSession
+    from trainpilot.session_process import ProcessSession
     from trainpilot_tui.app import TrainPilotApp
 
-    sessions: list[TrainingSession] = []
+    sessions: list[Any] = []
 
-    def factory(cfg: Any) -> TrainingSession:
-        sessions.append(TrainingSession(cfg, dataset=dataset))
+    def factory(cfg: Any) -> Any:  # as the app's own factory: in a process of its own, unless --in-thread
+        sessions.append(TrainingSession(cfg, dataset=dataset) if in_thread else ProcessSession(cfg, dataset=dataset))
         return sessions[-1]
 
     options = {} if settle_s is None else {"settle_s": settle_s}
@@ -115,7 +119,7 @@ def child(args: argparse.Namespace) -> int:
     dataset = demo_dataset(args.samples)
     width, height = (int(v) for v in args.size.lower().split("x"))
     if args.child == "tui":
-        session, extra = tui_run(config_for(args), dataset, args.refresh_hz, (width, height), args.settle_s)
+        session, extra = tui_run(config_for(args), dataset, args.refresh_hz, (width, height), args.settle_s, args.in_thread)
     else:
         session, extra = headless_run(config_for(args), dataset)
     finished = session.finished
@@ -148,6 +152,8 @@ def run_child(mode: str, args: argparse.Namespace, model: str, threads: int | No
         cmd += ["--threads", str(threads)]
     if args.settle_s is not None:
         cmd += ["--settle-s", str(args.settle_s)]
+    if args.in_thread:
+        cmd += ["--in-thread"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "core"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
