@@ -31,14 +31,17 @@ class MainScreen(Screen[None]):
         """The panels exist: the app may start streaming into them."""
 
     def __init__(self, progress_interval_s: float = 0.5) -> None:
-        """`progress_interval_s`: the hardware refresh interval; step progress is repainted with
-        each sample, or after twice this when no sample comes. The core sends up to 20 steps a
-        second; every repaint is main-thread work that competes with the training thread for the
-        GIL (benchmarks/tui_overhead.py), and the bar reads as smoothly at the refresh rate."""
+        """`progress_interval_s`: the hardware refresh interval; step progress and the per-epoch
+        figures are painted with each sample, or after twice this when no sample comes. The core
+        sends up to 20 steps a second and, on a small model, several epochs a second (mlp: 0.13 s
+        each, with an agent step and a checkpoint each); painting each as it came took the app to
+        ~48 frames a second and 0.26-0.36 of a core, taken from the training it shows
+        (benchmarks/tui_overhead.py). Painted at the refresh rate the figures read the same."""
         super().__init__()
         self.progress_interval_s = progress_interval_s
         self.book = PlanBook()
         self._progress: ev.StepProgressed | None = None  # newest, not yet shown
+        self._paced: list[msg.SessionMessage] = []  # per-epoch messages not yet shown, in order
         self._progress_shown_at = float("-inf")
         self._progress_timer: Timer | None = None
 
@@ -68,6 +71,7 @@ class MainScreen(Screen[None]):
     def begin_run(self) -> None:
         """A new session is about to stream: clear the run's figures, keep the trace (it is the
         session history) and the hardware view."""
+        self._paint()  # the last run's figures still waiting go out under that run
         self.book = PlanBook(availability=dict(self.book.availability))
         self.run_panel.reset()
         self.hardware_panel.backends = self.book.backend_states()
@@ -88,22 +92,24 @@ class MainScreen(Screen[None]):
     def on_utilization_sampled(self, message: msg.UtilizationSampled) -> None:
         self.hardware_panel.sample = message.sample
         self.hardware_panel.history = message.history
-        self._show_progress()  # ride along: one repaint for both panels instead of two
+        self._paint()  # ride along: one repaint for both panels instead of two
 
     def on_session_started(self, message: msg.SessionStarted) -> None:
+        self._paint()  # what waits first: the trace keeps the core's order
         self.run_panel.started = message.event
         self._trace(message.event)
 
     def on_hardware_observed(self, message: msg.HardwareObserved) -> None:
+        self._paint()  # what waits first: the trace keeps the core's order
         self.book.update(message.event)
         self.hardware_panel.backends = self.book.backend_states()
         self._trace(message.event)
 
     def on_agent_stepped(self, message: msg.AgentStepped) -> None:
-        self.book.update(message.event)
-        self._trace(message.event)
+        self._pace(message)
 
     def on_backend_chosen(self, message: msg.BackendChosen) -> None:
+        self._paint()  # what waits first: the trace keeps the core's order
         self.book.update(message.event)
         self.hardware_panel.backends = self.book.backend_states()
         self.run_panel.plan = message.event.plan
@@ -114,58 +120,84 @@ class MainScreen(Screen[None]):
         self._trace(message.event)
 
     def on_override_refused(self, message: msg.OverrideRefused) -> None:
+        self._paint()  # what waits first: the trace keeps the core's order
         self._trace(message.event)
 
     def on_step_progressed(self, message: msg.StepProgressed) -> None:
-        # Keep the newest. The next hardware sample shows it (one repaint for both panels); the
-        # timer is the fallback when no sample comes (no sampler, or a stalled one), so a run that
-        # stalls after this step still shows it.
+        # Keep the newest: older steps are never drawn.
         self._progress = message.event
+        self._schedule_paint()
+
+    def _pace(self, message: msg.SessionMessage) -> None:
+        """Keep a per-epoch message, in order, for the next paint."""
+        self._paced.append(message)
+        self._schedule_paint()
+
+    def _schedule_paint(self) -> None:
+        # The next hardware sample paints (one repaint for all panels); the timer is the fallback
+        # when no sample comes (no sampler, or a stalled one), so a run that stalls after this
+        # still shows it. After a quiet spell it paints at once: pacing only merges bursts.
         if self._progress_timer is None:
             wait = self._progress_shown_at + 2 * self.progress_interval_s - time.monotonic()
             if wait <= 0:
-                self._show_progress()
+                self._paint()
             else:
-                self._progress_timer = self.set_timer(wait, self._show_progress)
+                self._progress_timer = self.set_timer(wait, self._paint)
 
-    def _show_progress(self) -> None:
+    def _paint(self) -> None:
+        """Paint what waits: the per-epoch messages in their order, then the newest step."""
         if self._progress_timer is not None:
             self._progress_timer.stop()
             self._progress_timer = None
-        if self._progress is not None:
-            self.run_panel.progress = self._progress
-            self._progress = None
-            self._progress_shown_at = time.monotonic()
+        if not self._paced and self._progress is None:
+            return
+        paced, self._paced = self._paced, []
+        progress, self._progress = self._progress, None
+        epochs: list[ev.EpochTimed] = []
+        trace: list[TraceEntry] = []
+        for message in paced:
+            if isinstance(message, msg.EpochTimed):
+                epochs.append(message.event)
+            elif isinstance(message, msg.AgentStepped):
+                self.book.update(message.event)
+            elif isinstance(message, msg.CheckpointSaved) and self.run_panel.state not in ("stopping",):
+                self.run_panel.message = f"checkpoint after epoch {message.event.epoch}"
+            trace.extend(entries_for(message.event))
+        if progress is not None:
+            self.run_panel.progress = progress
+        if epochs:
+            self.run_panel.epochs = (*self.run_panel.epochs, *epochs)
+        self.agent_panel.add(trace)  # one mount for the whole batch: one layout, not one per line
+        self._progress_shown_at = time.monotonic()
 
     def on_epoch_timed(self, message: msg.EpochTimed) -> None:
-        self._show_progress()  # the epoch's last step, before its result
-        self.run_panel.epochs = (*self.run_panel.epochs, message.event)
-        self._trace(message.event)
+        self._pace(message)
 
     def on_session_paused(self, message: msg.SessionPaused) -> None:
-        self._show_progress()  # exactly where it holds
+        self._paint()  # what waits, and exactly where it holds
         self.run_panel.state = "paused"
         self._trace(message.event)
 
     def on_session_resumed(self, message: msg.SessionResumed) -> None:
+        self._paint()  # what waits first: the trace keeps the core's order
         self.run_panel.state = "running"
         self._trace(message.event)
 
     def on_checkpoint_saved(self, message: msg.CheckpointSaved) -> None:
-        if self.run_panel.state not in ("stopping",):
-            self.run_panel.message = f"checkpoint after epoch {message.event.epoch}"
-        self._trace(message.event)
+        self._pace(message)
 
     def on_run_finished(self, message: msg.RunFinished) -> None:
-        self._show_progress()
+        self._paint()
         self.run_panel.state = message.event.status
         self.run_panel.message = message.event.message
         self._trace(message.event)
 
     def on_event_received(self, message: msg.EventReceived) -> None:
+        self._paint()  # what waits first: the trace keeps the core's order
         self._trace(message.event)
 
     def on_session_crashed(self, message: msg.SessionCrashed) -> None:
+        self._paint()  # what waits first: the trace keeps the core's order
         self.run_panel.state = "failed"
         self.run_panel.message = message.error
         self.note(TraceEntry("run", f"the session stopped unexpectedly: {message.error}", "failed"))
