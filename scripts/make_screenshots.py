@@ -84,6 +84,7 @@ async def shoot(out: Path, epochs: int) -> list[Path]:
         await wait_for(pilot, lambda: not app.paused, "the run to resume")
         await pilot.resize_terminal(160, 48)
         await wait_for(pilot, lambda: run.progress is not None and (run.progress.epoch, run.progress.step / run.progress.steps_per_epoch) >= (3, 0.3), "epoch 3")
+        await wait_for(pilot, lambda: len(run.epochs) >= 2, "epoch 2's figures (painted at most every 2 s)")
         await pilot.pause(0.6)  # one more hardware sample
         save("tui-training-160x48.svg")
         await pilot.resize_terminal(80, 24)

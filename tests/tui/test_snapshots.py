@@ -28,6 +28,8 @@ async def _settle(pilot, factory: SessionFactory) -> None:  # type: ignore[no-un
     await wait_until(pilot, lambda: session.held_at == (3, 6), what="epoch 3, step 6")
     await wait_until(pilot, lambda: len(app.main.hardware_panel.history) == 40, what="all samples")
     await wait_until(pilot, lambda: app.main.run_panel.progress is not None and app.main.run_panel.progress.step == 6)
+    # the per-epoch figures are painted at most every figures_interval_s: wait for epoch 2's
+    await wait_until(pilot, lambda: len(app.main.run_panel.epochs) == 2, timeout=10, what="epoch 2's figures")
     await pilot.pause()
 
 

@@ -31,8 +31,9 @@ class MainScreen(Screen[None]):
         """The panels exist: the app may start streaming into them."""
 
     def __init__(self, progress_interval_s: float = 0.5) -> None:
-        """`progress_interval_s`: the hardware refresh interval; step progress and the per-epoch
-        figures are painted with each sample, or after twice this when no sample comes. The core
+        """`progress_interval_s`: the hardware refresh interval; step progress is painted with
+        each sample (or after twice this when no sample comes), the per-epoch figures with the
+        first sample at least `figures_interval_s` after they were last painted. The core
         sends up to 20 steps a second and, on a small model, several epochs a second (mlp: 0.13 s
         each, with an agent step and a checkpoint each); painting each as it came took the app to
         ~48 frames a second and 0.26-0.36 of a core, taken from the training it shows
@@ -43,6 +44,13 @@ class MainScreen(Screen[None]):
         self._progress: ev.StepProgressed | None = None  # newest, not yet shown
         self._paced: list[msg.SessionMessage] = []  # per-epoch messages not yet shown, in order
         self._progress_shown_at = float("-inf")
+        # The per-epoch figures (table, chart, trace) cost a layout of the screen each time, ~40 ms
+        # at 160x48 (progress and hardware ~5 ms): painted at most once in this interval. Measured
+        # on mlp (0.1-s epochs, 2 threads on 2 cores; tui_overhead.py --model mlp --repeats 3):
+        # app/headless 1.125 painting them once a second, 1.040 once in two. A model whose epochs
+        # take longer than this shows each epoch with the next sample, as before.
+        self.figures_interval_s = 4 * progress_interval_s
+        self._figures_shown_at = float("-inf")
         self._progress_timer: Timer | None = None
 
     def on_mount(self) -> None:
@@ -71,7 +79,7 @@ class MainScreen(Screen[None]):
     def begin_run(self) -> None:
         """A new session is about to stream: clear the run's figures, keep the trace (it is the
         session history) and the hardware view."""
-        self._paint()  # the last run's figures still waiting go out under that run
+        self._paint(everything=True)  # the last run's figures still waiting go out under that run
         self.book = PlanBook(availability=dict(self.book.availability))
         self.run_panel.reset()
         self.hardware_panel.backends = self.book.backend_states()
@@ -95,12 +103,12 @@ class MainScreen(Screen[None]):
         self._paint()  # ride along: one repaint for both panels instead of two
 
     def on_session_started(self, message: msg.SessionStarted) -> None:
-        self._paint()  # what waits first: the trace keeps the core's order
+        self._paint(everything=True)  # what waits first: the trace keeps the core's order
         self.run_panel.started = message.event
         self._trace(message.event)
 
     def on_hardware_observed(self, message: msg.HardwareObserved) -> None:
-        self._paint()  # what waits first: the trace keeps the core's order
+        self._paint(everything=True)  # what waits first: the trace keeps the core's order
         self.book.update(message.event)
         self.hardware_panel.backends = self.book.backend_states()
         self._trace(message.event)
@@ -109,7 +117,7 @@ class MainScreen(Screen[None]):
         self._pace(message)
 
     def on_backend_chosen(self, message: msg.BackendChosen) -> None:
-        self._paint()  # what waits first: the trace keeps the core's order
+        self._paint(everything=True)  # what waits first: the trace keeps the core's order
         self.book.update(message.event)
         self.hardware_panel.backends = self.book.backend_states()
         self.run_panel.plan = message.event.plan
@@ -120,7 +128,7 @@ class MainScreen(Screen[None]):
         self._trace(message.event)
 
     def on_override_refused(self, message: msg.OverrideRefused) -> None:
-        self._paint()  # what waits first: the trace keeps the core's order
+        self._paint(everything=True)  # what waits first: the trace keeps the core's order
         self._trace(message.event)
 
     def on_step_progressed(self, message: msg.StepProgressed) -> None:
@@ -144,15 +152,23 @@ class MainScreen(Screen[None]):
             else:
                 self._progress_timer = self.set_timer(wait, self._paint)
 
-    def _paint(self) -> None:
-        """Paint what waits: the per-epoch messages in their order, then the newest step."""
+    def _paint(self, everything: bool = False) -> None:
+        """Paint what waits: the per-epoch messages in their order (at most once a figures
+        interval, unless `everything`), then the newest step."""
         if self._progress_timer is not None:
             self._progress_timer.stop()
             self._progress_timer = None
-        if not self._paced and self._progress is None:
-            return
-        paced, self._paced = self._paced, []
+        now = time.monotonic()
+        figures_due = everything or now >= self._figures_shown_at + self.figures_interval_s
+        paced: list[msg.SessionMessage] = []
+        if figures_due and self._paced:
+            paced, self._paced = self._paced, []
+            self._figures_shown_at = now
         progress, self._progress = self._progress, None
+        if self._paced:  # figures not due yet: a timer brings them when they are
+            self._progress_timer = self.set_timer(self._figures_shown_at + self.figures_interval_s - now, self._paint)
+        if not paced and progress is None:
+            return
         epochs: list[ev.EpochTimed] = []
         trace: list[TraceEntry] = []
         for message in paced:
@@ -168,18 +184,18 @@ class MainScreen(Screen[None]):
         if epochs:
             self.run_panel.epochs = (*self.run_panel.epochs, *epochs)
         self.agent_panel.add(trace)  # one mount for the whole batch: one layout, not one per line
-        self._progress_shown_at = time.monotonic()
+        self._progress_shown_at = now
 
     def on_epoch_timed(self, message: msg.EpochTimed) -> None:
         self._pace(message)
 
     def on_session_paused(self, message: msg.SessionPaused) -> None:
-        self._paint()  # what waits, and exactly where it holds
+        self._paint(everything=True)  # what waits, and exactly where it holds
         self.run_panel.state = "paused"
         self._trace(message.event)
 
     def on_session_resumed(self, message: msg.SessionResumed) -> None:
-        self._paint()  # what waits first: the trace keeps the core's order
+        self._paint(everything=True)  # what waits first: the trace keeps the core's order
         self.run_panel.state = "running"
         self._trace(message.event)
 
@@ -187,17 +203,17 @@ class MainScreen(Screen[None]):
         self._pace(message)
 
     def on_run_finished(self, message: msg.RunFinished) -> None:
-        self._paint()
+        self._paint(everything=True)
         self.run_panel.state = message.event.status
         self.run_panel.message = message.event.message
         self._trace(message.event)
 
     def on_event_received(self, message: msg.EventReceived) -> None:
-        self._paint()  # what waits first: the trace keeps the core's order
+        self._paint(everything=True)  # what waits first: the trace keeps the core's order
         self._trace(message.event)
 
     def on_session_crashed(self, message: msg.SessionCrashed) -> None:
-        self._paint()  # what waits first: the trace keeps the core's order
+        self._paint(everything=True)  # what waits first: the trace keeps the core's order
         self.run_panel.state = "failed"
         self.run_panel.message = message.error
         self.note(TraceEntry("run", f"the session stopped unexpectedly: {message.error}", "failed"))
