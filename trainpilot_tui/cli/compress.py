@@ -27,7 +27,7 @@ def compress_command(
     dense_epochs: float = typer.Option(48.0, "--dense-epochs", help="Epochs to train the dense model first."),
     finetune_steps: int = typer.Option(100, "--finetune-steps", help="Fine-tuning steps after each pruning in the search (the reward's short fine-tune)."),
     deploy_epochs: float = typer.Option(24.0, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model."),
-    finalists: int = typer.Option(3, "--finalists", help="The search's best configurations each given the deployment fine-tune; the one most accurate on the validation split is deployed."),
+    finalists: int = typer.Option(3, "--finalists", help="At least this many of the search's best configurations get the deployment fine-tune (more while that costs less than the search did); the one with the lowest validation loss is deployed."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Export directory for the deployed model (must not exist; default: TrainPilot's data directory/compressed/)."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, splits and the agent."),

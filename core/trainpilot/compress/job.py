@@ -58,7 +58,7 @@ class CompressConfig:
     deploy_epochs: float = 24.0  # half the dense budget, as a warm restart (finetune.RESTART_LR)
     search_repeats: int = 5  # measured steps per model per episode
     deploy_repeats: int = 21
-    finalists: int = 3  # configurations given the deployment fine-tune and compared on validation (finalists.py)
+    finalists: int = 3  # at least this many configurations get the deployment fine-tune, compared on validation (finalists.py)
     max_sparsity: float = DEFAULT_MAX_SPARSITY
     out: str | None = None  # export directory (default: the data directory's compressed/)
     export: bool = True
@@ -257,10 +257,10 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
             return deployment_fine_tune(pruned, train, epochs=config.deploy_epochs, batch=config.batch_size, seed=config.seed,
                                         threads=threads, teacher=dense)
 
-        say(ev.StageStarted("deploy", f"re-measuring the search's best configurations, fine-tuning up to {config.finalists}"
+        say(ev.StageStarted("deploy", f"re-measuring the search's best configurations, fine-tuning at least {config.finalists}"
                                       f" for {config.deploy_epochs:g} epochs each, choosing on the validation split"))
         final, finalists = choose(evaluations, count=config.finalists, target_speedup=config.target_speedup, evaluator=evaluator,
-                                  tune=tune, repeats=config.deploy_repeats)
+                                  tune=tune, repeats=config.deploy_repeats, budget_s=search_seconds)
         if final is not None:
             chosen, pruned = final.evaluation, final.pruned
         else:  # nothing was fast enough in the search: its most rewarded configuration, for the verdict to judge

@@ -74,13 +74,13 @@ def test_the_choice_is_made_on_validation_after_the_deployment_fine_tune(world) 
              evaluation((5, 10), 0.92, 2.00)]
     world.figures.update({(8, 16): dict(speedup=1.40, val=0.99, loss=0.1),  # re-measured too slow: never fine-tuned
                           (7, 14): dict(speedup=1.70, val=0.90, loss=0.3),
-                          (6, 12): dict(speedup=1.80, val=0.92, loss=0.4),
+                          (6, 12): dict(speedup=1.80, val=0.93, loss=0.4),
                           (5, 10): dict(speedup=1.90, val=0.92, loss=0.2)})
     chosen, finalists = fin.choose(evals, count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
     assert world.tuned == [(7, 14), (6, 12), (5, 10)]
-    assert tuple(chosen.evaluation.kept.values()) == (5, 10)  # most accurate on validation, the tie to the lower loss
+    assert tuple(chosen.evaluation.kept.values()) == (5, 10)  # the lowest validation loss (not the search's accuracy)
     assert chosen.speedup == pytest.approx(1.90) and chosen.val_accuracy == 0.92
-    assert [f.val_accuracy for f in finalists] == [None, 0.90, 0.92, 0.92]
+    assert [f.val_accuracy for f in finalists] == [None, 0.90, 0.93, 0.92]
     assert all(data is world.val for data in world.read)  # the test split is never an argument here
 
 
@@ -89,6 +89,23 @@ def test_count_limits_the_fine_tunes(world) -> None:
     world.figures.update({k: dict(speedup=1.7, val=0.9, loss=0.1) for k in [(8, 16), (7, 14), (6, 12)]})
     chosen, _ = fin.choose(evals, count=1, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
     assert world.tuned == [(8, 16)] and tuple(chosen.evaluation.kept.values()) == (8, 16)
+
+
+def test_equal_losses_go_to_the_higher_validation_accuracy(world) -> None:
+    evals = [evaluation((8, 16), 0.95, 1.70), evaluation((7, 14), 0.94, 1.80)]
+    world.figures.update({(8, 16): dict(speedup=1.7, val=0.90, loss=0.2), (7, 14): dict(speedup=1.8, val=0.91, loss=0.2)})
+    chosen, _ = fin.choose(evals, count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
+    assert tuple(chosen.evaluation.kept.values()) == (7, 14)
+
+
+def test_a_search_budget_left_fine_tunes_more_finalists(world) -> None:
+    evals = [evaluation((k, 2 * k), 0.9 + k / 100, 1.7) for k in range(4, 9)]
+    world.figures.update({(k, 2 * k): dict(speedup=1.7, val=0.9, loss=1.0 / k) for k in range(4, 9)})
+    fin.choose(evals, count=2, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3, budget_s=0.0)
+    assert world.tuned == [(8, 16), (7, 14)]
+    world.tuned.clear()
+    chosen, _ = fin.choose(evals, count=2, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3, budget_s=60.0)
+    assert len(world.tuned) == 5 and tuple(chosen.evaluation.kept.values()) == (8, 16)
 
 
 def test_when_none_stays_fast_enough_the_fastest_is_the_finalist(world) -> None:

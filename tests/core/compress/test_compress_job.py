@@ -28,8 +28,8 @@ def test_a_short_search_reaches_a_small_target(demo_small) -> None:
     assert isinstance(seen[-1], ev.CompressionFinished) and seen[-1].report is report
     assert data["search"]["episodes"] == 4 and len(data["search"]["evaluations"]) == 4
     tuned = [f for f in report.finalists if f.val_accuracy is not None]
-    assert 1 <= len(tuned) <= 3 and len({tuple(f.evaluation.kept.values()) for f in report.finalists}) == len(report.finalists)
-    chosen = max(tuned, key=lambda f: (f.val_accuracy, -f.val_loss))  # on validation
+    assert len(tuned) >= 1 and len({tuple(f.evaluation.kept.values()) for f in report.finalists}) == len(report.finalists)
+    chosen = max(tuned, key=lambda f: (-f.val_loss, f.val_accuracy))  # on validation
     assert report.chosen is chosen.evaluation and report.tuned.pruned is chosen.pruned
     assert len(data["search"]["finalists"]) == len(report.finalists)
     assert report.chosen is not None and report.chosen.reward.speed_met and report.chosen.cycles == "measured"
