@@ -21,6 +21,7 @@ def compress_command(
     max_accuracy_drop: float = typer.Option(1.0, "--max-accuracy-drop", help="Accuracy points the pruned model may lose on the test split (>= 0)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Compress for a described machine (a shipped profile name such as apple-m2, or a .toml): its cycles are predicted. Default: this machine, measured."),
     episodes: int = typer.Option(24, "--episodes", "-n", help="Search episodes (one configuration each)."),
+    search_seconds: float = typer.Option(45.0, "--search-seconds", help="Seconds the search may keep going past --episodes (up to 4x as many episodes): a cheap model gets more of them."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: the agent's thread plan)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size for training and fine-tuning."),
     timing_batch: Optional[int] = typer.Option(None, "--timing-batch", help="Batch whose step time is measured (default: --batch-size)."),
@@ -46,7 +47,7 @@ def compress_command(
 
     config = CompressConfig(
         model={"name": model, "layers": layers} if layers else model, dataset=dataset,
-        target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes,
+        target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes, search_seconds=search_seconds,
         threads=threads, batch_size=batch_size, timing_batch=timing_batch, dense_epochs=dense_epochs, finetune_steps=finetune_steps, deploy_epochs=deploy_epochs,
         finalists=finalists, out=out, seed=seed,
     )

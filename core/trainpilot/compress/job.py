@@ -48,7 +48,8 @@ class CompressConfig:
     target_speedup: float = 1.5
     max_accuracy_drop: float = 1.0  # points
     hardware: str | None = None  # None: this machine (measured); else a profile name or .toml (predicted)
-    episodes: int = 24
+    episodes: int = 24  # at least; more while search_seconds last (search.MAX_EPISODES_FACTOR)
+    search_seconds: float = 45.0  # time a search may keep going past `episodes` (a cheap model's 24 take 7 s)
     seed: int = 0
     threads: int | None = None  # None: the agent's thread plan
     batch_size: int = 64
@@ -71,6 +72,8 @@ class CompressConfig:
             out.append(f"--target-speedup must be above 1 (a compressed model that is not faster is no target), got {self.target_speedup:g}")
         if not self.max_accuracy_drop >= 0.0:
             out.append(f"--max-accuracy-drop must be 0 or more points, got {self.max_accuracy_drop:g}")
+        if not self.search_seconds >= 0.0:
+            out.append(f"--search-seconds must be 0 or more, got {self.search_seconds:g}")
         if self.episodes < 1:
             out.append(f"--episodes must be at least 1, got {self.episodes}")
         if self.threads is not None and self.threads < 1:
@@ -237,12 +240,12 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
 
     def episode_done(i: int, evaluation: Evaluation) -> None:
         tried.append(evaluation)
-        say(ev.EpisodeEvaluated(i, config.episodes, evaluation, best(tried, config.target_speedup)))
+        say(ev.EpisodeEvaluated(i, max(i, config.episodes), evaluation, best(tried, config.target_speedup)))
 
     env = CompressionEnv(layers, evaluator, max_sparsity=config.max_sparsity, on_episode=episode_done)
     say(ev.StageStarted("search", f"searching {config.episodes} episode(s) of {env.n_layers} layer(s) each (TD3)"))
     t0 = time.perf_counter()
-    evaluations = run_search(env, config.episodes, seed=config.seed, stop=stop)
+    evaluations = run_search(env, config.episodes, seed=config.seed, stop=stop, budget_s=config.search_seconds)
     search_seconds = time.perf_counter() - t0
     chosen = best(evaluations, config.target_speedup)
     notes = [f"{len(evaluations)} of {config.episodes} episodes ran: stopped on request"] if len(evaluations) < config.episodes else []

@@ -15,7 +15,7 @@ from trainpilot.compress.job import split_three
 from trainpilot.errors import ConfigError, DatasetError
 from trainpilot.data import demo_dataset
 
-QUICK = dict(episodes=4, threads=1, batch_size=32, dense_epochs=3, finetune_steps=4, deploy_epochs=2,
+QUICK = dict(episodes=4, search_seconds=0.0, threads=1, batch_size=32, dense_epochs=3, finetune_steps=4, deploy_epochs=2,
              search_repeats=3, deploy_repeats=5, predict_on=("apple-m2",))
 
 
@@ -85,3 +85,9 @@ def test_impossible_targets_and_unknown_hardware_are_refused(demo_small) -> None
         run_compression(CompressConfig(dataset=demo_small, max_accuracy_drop=-0.5))
     with pytest.raises(ConfigError, match="no hardware profile named 'pdp-11'"):
         run_compression(CompressConfig(dataset=demo_small, hardware="pdp-11"))
+
+
+def test_a_search_with_time_left_runs_past_its_episodes(demo_small) -> None:
+    report = run_compression(CompressConfig(model="small_cnn", dataset=demo_small, target_speedup=1.15, max_accuracy_drop=15.0,
+                                            export=False, **{**QUICK, "episodes": 2, "search_seconds": 600.0}))
+    assert len(report.evaluations) == 8  # search.MAX_EPISODES_FACTOR x 2: the time is not spent, the cap ends it
