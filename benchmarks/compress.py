@@ -8,8 +8,9 @@ same accuracy, and does it beat the simple heuristics at the same measured speed
 Cases: small_cnn and wide_cnn, each on the bundled demo set (generated 28x28 images: 4800, --quick 2400) and on
 scikit-learn's load_digits (1797 real 8x8 handwritten digits, shipped inside the package), at the
 agent's thread plan. Per case, in one process: train the dense model, search (TD3) for the
-per-layer sparsity that reaches --target-speedup, deploy (fine-tune, test accuracy on a split the
-search never saw), then match two baselines to the agent's *measured* speed-up by bisection on
+per-layer sparsity that reaches --target-speedup, deploy (the search's finalists re-measured and
+deployment-fine-tuned, the lowest validation loss chosen; test accuracy on a split neither the
+search nor that choice saw), then match two baselines to the agent's *measured* speed-up by bisection on
 their overall ratio — uniform (the same sparsity in every layer) and an L1-magnitude heuristic (one
 global L1 ranking of channels) — give them the same fine-tune, and finally time dense, agent,
 uniform and L1 together, interleaved step by step (median of repeated steps; this machine is
@@ -35,8 +36,8 @@ sys.path.insert(0, str(ROOT / "core"))
 
 MODELS = ("small_cnn", "wide_cnn")
 TIMING_BATCH = {"demo": 64, "digits": 512}
-FULL = dict(episodes=24, dense_epochs=48.0, finetune_steps=100, deploy_epochs=24.0, search_repeats=5, deploy_repeats=21)
-QUICK = dict(episodes=8, dense_epochs=16.0, finetune_steps=20, deploy_epochs=8.0, search_repeats=3, deploy_repeats=9)
+FULL = dict(episodes=24, search_seconds=45.0, dense_epochs=48.0, finetune_steps=100, deploy_epochs=24.0, search_repeats=5, deploy_repeats=21)
+QUICK = dict(episodes=8, search_seconds=0.0, dense_epochs=16.0, finetune_steps=20, deploy_epochs=8.0, search_repeats=3, deploy_repeats=9)
 PREDICT_ON = ("apple-m2", "linux-cuda-rtx4090")
 # The demo generator's size for the full run. At its default 2400 the test split is 360 samples:
 # 1 sample = 0.28 pt, and the binomial spread of a ~94 % accuracy is +/-1.25 pt, as wide as the
@@ -87,11 +88,17 @@ def run_case(model: str, name: str, data: Any, budget: dict[str, Any], args: arg
 def _progress(label: str) -> Any:
     from trainpilot.compress import events as ev
 
+    last: list[Any] = []
+
     def show(event: Any) -> None:
         if isinstance(event, ev.StageStarted):
+            if event.stage == "deploy" and last and last[-1].best is not None:
+                b = last.pop()
+                print(f"[{label}] search done: {b.episode} episodes, best {b.best.speedup:.2f}x at {b.best.accuracy:.1%} validation",
+                      file=sys.stderr, flush=True)
             print(f"[{label}] {event.stage}: {event.text}", file=sys.stderr, flush=True)
-        elif isinstance(event, ev.EpisodeEvaluated) and event.episode == event.episodes and event.best is not None:
-            print(f"[{label}] search done: best {event.best.speedup:.2f}x at {event.best.accuracy:.1%} validation", file=sys.stderr, flush=True)
+        elif isinstance(event, ev.EpisodeEvaluated):
+            last[:] = [event]
     return show
 
 

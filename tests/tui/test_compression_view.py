@@ -21,7 +21,7 @@ def dataset():  # type: ignore[no-untyped-def]
 
 
 def tiny(dataset, **kw):  # type: ignore[no-untyped-def]
-    base = dict(model="small_cnn", dataset=dataset, episodes=3, threads=1, batch_size=32, dense_epochs=2, finetune_steps=2,
+    base = dict(model="small_cnn", dataset=dataset, episodes=3, search_seconds=0.0, threads=1, batch_size=32, dense_epochs=2, finetune_steps=2,
                 deploy_epochs=0.5, search_repeats=2, deploy_repeats=3, target_speedup=1.1, max_accuracy_drop=100.0,
                 export=False, predict_on=("apple-m2",))
     base.update(kw)

@@ -21,12 +21,14 @@ def compress_command(
     max_accuracy_drop: float = typer.Option(1.0, "--max-accuracy-drop", help="Accuracy points the pruned model may lose on the test split (>= 0)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Compress for a described machine (a shipped profile name such as apple-m2, or a .toml): its cycles are predicted. Default: this machine, measured."),
     episodes: int = typer.Option(24, "--episodes", "-n", help="Search episodes (one configuration each)."),
+    search_seconds: float = typer.Option(45.0, "--search-seconds", help="Seconds the search may keep going past --episodes (up to 4x as many episodes): a cheap model gets more of them."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: the agent's thread plan)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size for training and fine-tuning."),
     timing_batch: Optional[int] = typer.Option(None, "--timing-batch", help="Batch whose step time is measured (default: --batch-size)."),
     dense_epochs: float = typer.Option(48.0, "--dense-epochs", help="Epochs to train the dense model first."),
     finetune_steps: int = typer.Option(100, "--finetune-steps", help="Fine-tuning steps after each pruning in the search (the reward's short fine-tune)."),
     deploy_epochs: float = typer.Option(24.0, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model."),
+    finalists: int = typer.Option(3, "--finalists", help="At least this many of the search's best configurations get the deployment fine-tune (more while that costs less than the search did); the one with the lowest validation loss is deployed."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Export directory for the deployed model (must not exist; default: TrainPilot's data directory/compressed/)."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, splits and the agent."),
@@ -45,9 +47,9 @@ def compress_command(
 
     config = CompressConfig(
         model={"name": model, "layers": layers} if layers else model, dataset=dataset,
-        target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes,
+        target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes, search_seconds=search_seconds,
         threads=threads, batch_size=batch_size, timing_batch=timing_batch, dense_epochs=dense_epochs, finetune_steps=finetune_steps, deploy_epochs=deploy_epochs,
-        out=out, seed=seed,
+        finalists=finalists, out=out, seed=seed,
     )
     problems = config.problems()
     if problems:

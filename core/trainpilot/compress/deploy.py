@@ -48,12 +48,19 @@ class Verdict:
     exported: dict[str, str] = field(default_factory=dict)
 
 
-def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, epochs: float, batch: int, seed: int, threads: int,
-              teacher: nn.Module | None = None) -> Tuned:
+def deployment_fine_tune(pruned: PrunedModel, train: Tensors, *, epochs: float, batch: int, seed: int, threads: int,
+                         teacher: nn.Module | None = None) -> PrunedModel:
     """The deployment fine-tune, a warm restart at RESTART_LR distilling from `teacher` (the dense
-    model): the same budget and recipe for the agent's choice and the baselines."""
+    model): the same budget and recipe for the agent's finalists and the baselines. In place."""
     train_steps(pruned.model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=RESTART_LR, seed=seed,
                 threads=threads, teacher=teacher)
+    return pruned
+
+
+def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, epochs: float, batch: int, seed: int, threads: int,
+              teacher: nn.Module | None = None) -> Tuned:
+    """The deployment fine-tune, then the test accuracy."""
+    deployment_fine_tune(pruned, train, epochs=epochs, batch=batch, seed=seed, threads=threads, teacher=teacher)
     return Tuned(pruned, accuracy(pruned.model, test, threads=threads))
 
 

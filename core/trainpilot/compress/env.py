@@ -43,6 +43,11 @@ class CompressionEnv(gym.Env):
         self._actions: list[float] = []
 
     @property
+    def at_episode_start(self) -> bool:
+        """No layer of an episode chosen yet (the last episode, if any, is over)."""
+        return self._position == 0 or self._position >= self.n_layers
+
+    @property
     def n_layers(self) -> int:
         return len(self.layers.prunable)
 

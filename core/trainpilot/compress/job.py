@@ -5,9 +5,10 @@ compression view run.
     train     the dense model, from scratch, on the training split
     search    TD3 episodes over the gymnasium env: each one a real prune, short fine-tune, held-out
               accuracy (validation split) and cycles
-    deploy    the best configuration fine-tuned, tested on the test split (never seen by the
-              search), re-measured interleaved with the dense model, exported only when both
-              thresholds hold
+    deploy    the search's finalists re-measured and each given the deployment fine-tune, the one
+              most accurate on the validation split chosen (finalists.py), tested on the test split
+              (never seen by the search or the choice), re-measured interleaved with the dense
+              model, exported only when both thresholds hold
 
 Progress goes to `on_event` (events.py) from the calling thread; `stop` (a threading.Event set by
 another thread) ends the search after the current episode.
@@ -24,9 +25,10 @@ import torch
 from ..errors import DatasetError
 from . import events as ev
 from .cycles import StepTimes
-from .deploy import Tuned, Verdict, coremltools_installed, export, fine_tune, judge, plan_document, predicted_on, remeasure
+from .deploy import Tuned, Verdict, coremltools_installed, deployment_fine_tune, export, judge, plan_document, predicted_on, remeasure
 from .env import DEFAULT_MAX_SPARSITY, CompressionEnv
 from .evaluate import Evaluation, Evaluator
+from .finalists import Finalist, choose
 from .finetune import LEARNING_RATE, accuracy, steps_for_epochs, tensors, train_steps
 from .layers import LayerInfo
 from .search import best, run_search
@@ -46,7 +48,8 @@ class CompressConfig:
     target_speedup: float = 1.5
     max_accuracy_drop: float = 1.0  # points
     hardware: str | None = None  # None: this machine (measured); else a profile name or .toml (predicted)
-    episodes: int = 24
+    episodes: int = 24  # at least; more while search_seconds last (search.MAX_EPISODES_FACTOR)
+    search_seconds: float = 45.0  # time a search may keep going past `episodes` (a cheap model's 24 take 7 s)
     seed: int = 0
     threads: int | None = None  # None: the agent's thread plan
     batch_size: int = 64
@@ -56,6 +59,7 @@ class CompressConfig:
     deploy_epochs: float = 24.0  # half the dense budget, as a warm restart (finetune.RESTART_LR)
     search_repeats: int = 5  # measured steps per model per episode
     deploy_repeats: int = 21
+    finalists: int = 3  # at least this many configurations get the deployment fine-tune, compared on validation (finalists.py)
     max_sparsity: float = DEFAULT_MAX_SPARSITY
     out: str | None = None  # export directory (default: the data directory's compressed/)
     export: bool = True
@@ -68,12 +72,16 @@ class CompressConfig:
             out.append(f"--target-speedup must be above 1 (a compressed model that is not faster is no target), got {self.target_speedup:g}")
         if not self.max_accuracy_drop >= 0.0:
             out.append(f"--max-accuracy-drop must be 0 or more points, got {self.max_accuracy_drop:g}")
+        if not self.search_seconds >= 0.0:
+            out.append(f"--search-seconds must be 0 or more, got {self.search_seconds:g}")
         if self.episodes < 1:
             out.append(f"--episodes must be at least 1, got {self.episodes}")
         if self.threads is not None and self.threads < 1:
             out.append("--threads must be at least 1")
         if self.batch_size < 1 or (self.timing_batch is not None and self.timing_batch < 1):
             out.append("--batch-size must be at least 1")
+        if self.finalists < 1:
+            out.append(f"--finalists must be at least 1, got {self.finalists}")
         if self.finetune_steps < 1 or not self.deploy_epochs > 0 or not self.dense_epochs > 0:
             out.append("--finetune-steps, --deploy-epochs and --dense-epochs must be positive")
         if not 0.0 < self.max_sparsity < 1.0:
@@ -96,6 +104,7 @@ class CompressionReport:
     evaluations: list[Evaluation]
     search_seconds: float
     chosen: Evaluation | None
+    finalists: list[Finalist]
     tuned: Tuned | None
     measured: StepTimes | None  # dense vs deployed, this machine, interleaved
     target_times: StepTimes | None  # the target's cycles (== measured for this machine)
@@ -148,7 +157,8 @@ class CompressionReport:
             "exported": self.verdict.exported,
             "search": {"episodes": len(self.evaluations), "seconds": self.search_seconds,
                        "chosen_episode": (self.evaluations.index(self.chosen) + 1) if self.chosen in self.evaluations else None,
-                       "evaluations": [e.to_dict() for e in self.evaluations]},
+                       "evaluations": [e.to_dict() for e in self.evaluations],
+                       "finalists": [f.to_dict() for f in self.finalists]},
             "total_seconds": self.total_seconds,
             "notes": list(self.notes),
         }
@@ -230,24 +240,36 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
 
     def episode_done(i: int, evaluation: Evaluation) -> None:
         tried.append(evaluation)
-        say(ev.EpisodeEvaluated(i, config.episodes, evaluation, best(tried, config.target_speedup)))
+        say(ev.EpisodeEvaluated(i, max(i, config.episodes), evaluation, best(tried, config.target_speedup)))
 
     env = CompressionEnv(layers, evaluator, max_sparsity=config.max_sparsity, on_episode=episode_done)
     say(ev.StageStarted("search", f"searching {config.episodes} episode(s) of {env.n_layers} layer(s) each (TD3)"))
     t0 = time.perf_counter()
-    evaluations = run_search(env, config.episodes, seed=config.seed, stop=stop)
+    evaluations = run_search(env, config.episodes, seed=config.seed, stop=stop, budget_s=config.search_seconds)
     search_seconds = time.perf_counter() - t0
     chosen = best(evaluations, config.target_speedup)
     notes = [f"{len(evaluations)} of {config.episodes} episodes ran: stopped on request"] if len(evaluations) < config.episodes else []
 
     tuned = measured = target_times = None
+    finalists: list[Finalist] = []
     predicted: dict[str, StepTimes] = {}
     if chosen is None or (stop is not None and stop.is_set()):
         verdict = Verdict(False, "not deployed: the search was stopped before it finished", 0.0, 0.0, target.cycles_label)
     else:
-        say(ev.StageStarted("deploy", f"fine-tuning the best configuration (episode {evaluations.index(chosen) + 1}) for {config.deploy_epochs:g} epochs, re-measuring"))
-        tuned = fine_tune(evaluator.prune(chosen.sparsity), train, test, epochs=config.deploy_epochs, batch=config.batch_size, seed=config.seed,
-                          threads=threads, teacher=dense)
+        def tune(pruned: Any) -> Any:
+            return deployment_fine_tune(pruned, train, epochs=config.deploy_epochs, batch=config.batch_size, seed=config.seed,
+                                        threads=threads, teacher=dense)
+
+        say(ev.StageStarted("deploy", f"re-measuring the search's best configurations, fine-tuning at least {config.finalists}"
+                                      f" for {config.deploy_epochs:g} epochs each, choosing on the validation split"))
+        final, finalists = choose(evaluations, count=config.finalists, target_speedup=config.target_speedup, evaluator=evaluator,
+                                  tune=tune, repeats=config.deploy_repeats, budget_s=search_seconds)
+        if final is not None:
+            chosen, pruned = final.evaluation, final.pruned
+        else:  # nothing was fast enough in the search: its most rewarded configuration, for the verdict to judge
+            pruned = tune(evaluator.prune(chosen.sparsity))
+        say(ev.StageStarted("deploy", f"deploying episode {evaluations.index(chosen) + 1}'s configuration, re-measuring"))
+        tuned = Tuned(pruned, accuracy(pruned.model, test, threads=threads))  # the test split, read once, after every choice
         measured = remeasure(dense, {"pruned": tuned.pruned.model}, shape, classes, batch=timing_batch, threads=threads, repeats=config.deploy_repeats, seed=config.seed)
         predicted = predicted_on(machines, dense, tuned.pruned.model, shape, classes, timing_batch)
         target_times = predicted[config.hardware] if target.is_described and config.hardware else measured
@@ -269,7 +291,7 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
         config=config, target=target, model_name=spec.name, dataset=data.source,
         samples={"train": len(train), "validation": len(val), "test": len(test)}, threads=threads, threads_reason=why,
         layers=layers.prunable, dense_val_accuracy=dense_val, dense_accuracy=dense_test, evaluations=evaluations,
-        search_seconds=search_seconds, chosen=chosen, tuned=tuned, measured=measured, target_times=target_times,
+        search_seconds=search_seconds, chosen=chosen, finalists=finalists, tuned=tuned, measured=measured, target_times=target_times,
         predicted=predicted, verdict=verdict, params_dense=layers.total_params, total_seconds=time.perf_counter() - started,
         notes=notes, dense_model=dense, evaluator=evaluator, test_data=test,
     )

@@ -15,7 +15,7 @@ from trainpilot.compress.job import split_three
 from trainpilot.errors import ConfigError, DatasetError
 from trainpilot.data import demo_dataset
 
-QUICK = dict(episodes=4, threads=1, batch_size=32, dense_epochs=3, finetune_steps=4, deploy_epochs=2,
+QUICK = dict(episodes=4, search_seconds=0.0, threads=1, batch_size=32, dense_epochs=3, finetune_steps=4, deploy_epochs=2,
              search_repeats=3, deploy_repeats=5, predict_on=("apple-m2",))
 
 
@@ -27,6 +27,11 @@ def test_a_short_search_reaches_a_small_target(demo_small) -> None:
     assert [type(e).__name__ for e in seen if isinstance(e, ev.EpisodeEvaluated)] == ["EpisodeEvaluated"] * 4
     assert isinstance(seen[-1], ev.CompressionFinished) and seen[-1].report is report
     assert data["search"]["episodes"] == 4 and len(data["search"]["evaluations"]) == 4
+    tuned = [f for f in report.finalists if f.val_accuracy is not None]
+    assert len(tuned) >= 1 and len({tuple(f.evaluation.kept.values()) for f in report.finalists}) == len(report.finalists)
+    chosen = max(tuned, key=lambda f: (-f.val_loss, f.val_accuracy))  # on validation
+    assert report.chosen is chosen.evaluation and report.tuned.pruned is chosen.pruned
+    assert len(data["search"]["finalists"]) == len(report.finalists)
     assert report.chosen is not None and report.chosen.reward.speed_met and report.chosen.cycles == "measured"
     assert data["step_time_label"] == "measured" and data["speedup_measured"] > 1.0  # re-measured: noise may move it
     assert data["params_pruned"] < data["params_dense"] and data["accuracy_split"] == "test"
@@ -80,3 +85,9 @@ def test_impossible_targets_and_unknown_hardware_are_refused(demo_small) -> None
         run_compression(CompressConfig(dataset=demo_small, max_accuracy_drop=-0.5))
     with pytest.raises(ConfigError, match="no hardware profile named 'pdp-11'"):
         run_compression(CompressConfig(dataset=demo_small, hardware="pdp-11"))
+
+
+def test_a_search_with_time_left_runs_past_its_episodes(demo_small) -> None:
+    report = run_compression(CompressConfig(model="small_cnn", dataset=demo_small, target_speedup=1.15, max_accuracy_drop=15.0,
+                                            export=False, **{**QUICK, "episodes": 2, "search_seconds": 600.0}))
+    assert len(report.evaluations) == 8  # search.MAX_EPISODES_FACTOR x 2: the time is not spent, the cap ends it

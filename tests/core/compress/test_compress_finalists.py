@@ -1,0 +1,130 @@
+"""The deployment controller's choice among the search's finalists: re-measured speed filters,
+the deployment fine-tune and the VALIDATION split decide, the test split never does."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from trainpilot.compress import finalists as fin
+from trainpilot.compress.cycles import StepTimes
+from trainpilot.compress.evaluate import Evaluation
+from trainpilot.compress.finetune import Tensors
+from trainpilot.compress.prune import PrunedModel
+from trainpilot.compress.reward import Reward
+
+
+def evaluation(kept: tuple[int, int], accuracy: float, speedup: float) -> Evaluation:
+    return Evaluation(sparsity={"a": 1 - kept[0] / 16, "b": 1 - kept[1] / 32}, kept={"a": kept[0], "b": kept[1]}, accuracy=accuracy,
+                      speedup=speedup, step_s=1.0, dense_step_s=speedup, cycles="measured", params=1,
+                      reward=Reward(0.0, True, True), seconds=0.0)
+
+
+class Tagged(nn.Module):
+    def __init__(self, kept: tuple[int, ...]):
+        super().__init__()
+        self.kept = kept
+
+
+@pytest.fixture
+def world(monkeypatch):
+    """A fake evaluator and figures keyed by channels kept: re-measured speed-up, validation
+    accuracy and loss after the fine-tune. Records every split the choice reads."""
+    val = Tensors(torch.zeros(4, 1), torch.zeros(4, dtype=torch.long))
+    evaluator = SimpleNamespace(target=SimpleNamespace(is_described=False), val=val, threads=1,
+                                prune=lambda s: PrunedModel(Tagged((round(16 * (1 - s["a"])), round(32 * (1 - s["b"])))), s, {}))
+    figures: dict[tuple[int, ...], dict[str, float]] = {}
+    read: list[object] = []
+    tuned: list[tuple[int, ...]] = []
+
+    def measure(_ev, pruned, _repeats):
+        return StepTimes("measured", {"dense": 1.0, **{str(i): 1.0 / figures[p.model.kept]["speedup"] for i, p in enumerate(pruned)}}, 64, "here")
+
+    def acc(model, data, *, threads):
+        read.append(data)
+        return figures[model.kept]["val"]
+
+    def loss(model, data, *, threads):
+        read.append(data)
+        return figures[model.kept]["loss"]
+
+    def tune(pruned):
+        tuned.append(pruned.model.kept)
+        return pruned
+
+    monkeypatch.setattr(fin, "measure_finalists", measure)
+    monkeypatch.setattr(fin, "accuracy", acc)
+    monkeypatch.setattr(fin, "val_loss", loss)
+    return SimpleNamespace(evaluator=evaluator, figures=figures, read=read, tuned=tuned, tune=tune, val=val)
+
+
+def test_the_shortlist_is_distinct_fast_enough_and_most_accurate_first() -> None:
+    evals = [evaluation((8, 16), 0.90, 1.70), evaluation((8, 16), 0.93, 1.60), evaluation((10, 20), 0.95, 1.52),
+             evaluation((6, 12), 0.91, 2.00), evaluation((12, 24), 0.99, 1.20)]
+    got = fin.shortlist(evals, 1.5, 5)
+    assert [tuple(e.kept.values()) for e in got] == [(8, 16), (6, 12)]  # 1.52 < 1.5 x margin; 1.20 too slow
+    assert got[0].accuracy == 0.93  # the configuration's best try
+    assert len(fin.shortlist(evals, 1.5, 1)) == 1
+
+
+def test_the_choice_is_made_on_validation_after_the_deployment_fine_tune(world) -> None:
+    evals = [evaluation((8, 16), 0.95, 1.70), evaluation((7, 14), 0.94, 1.80), evaluation((6, 12), 0.93, 1.90),
+             evaluation((5, 10), 0.92, 2.00)]
+    world.figures.update({(8, 16): dict(speedup=1.40, val=0.99, loss=0.1),  # re-measured too slow: never fine-tuned
+                          (7, 14): dict(speedup=1.70, val=0.90, loss=0.3),
+                          (6, 12): dict(speedup=1.80, val=0.93, loss=0.4),
+                          (5, 10): dict(speedup=1.90, val=0.92, loss=0.2)})
+    chosen, finalists = fin.choose(evals, count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
+    assert world.tuned == [(7, 14), (6, 12), (5, 10)]
+    assert tuple(chosen.evaluation.kept.values()) == (5, 10)  # the lowest validation loss (not the search's accuracy)
+    assert chosen.speedup == pytest.approx(1.90) and chosen.val_accuracy == 0.92
+    assert [f.val_accuracy for f in finalists] == [None, 0.90, 0.93, 0.92]
+    assert all(data is world.val for data in world.read)  # the test split is never an argument here
+
+
+def test_count_limits_the_fine_tunes(world) -> None:
+    evals = [evaluation((8, 16), 0.95, 1.70), evaluation((7, 14), 0.94, 1.80), evaluation((6, 12), 0.93, 1.90)]
+    world.figures.update({k: dict(speedup=1.7, val=0.9, loss=0.1) for k in [(8, 16), (7, 14), (6, 12)]})
+    chosen, _ = fin.choose(evals, count=1, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
+    assert world.tuned == [(8, 16)] and tuple(chosen.evaluation.kept.values()) == (8, 16)
+
+
+def test_equal_losses_go_to_the_higher_validation_accuracy(world) -> None:
+    evals = [evaluation((8, 16), 0.95, 1.70), evaluation((7, 14), 0.94, 1.80)]
+    world.figures.update({(8, 16): dict(speedup=1.7, val=0.90, loss=0.2), (7, 14): dict(speedup=1.8, val=0.91, loss=0.2)})
+    chosen, _ = fin.choose(evals, count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
+    assert tuple(chosen.evaluation.kept.values()) == (7, 14)
+
+
+def test_a_search_budget_left_fine_tunes_more_finalists(world) -> None:
+    evals = [evaluation((k, 2 * k), 0.9 + k / 100, 1.7) for k in range(4, 9)]
+    world.figures.update({(k, 2 * k): dict(speedup=1.7, val=0.9, loss=1.0 / k) for k in range(4, 9)})
+    fin.choose(evals, count=2, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3, budget_s=0.0)
+    assert world.tuned == [(8, 16), (7, 14)]
+    world.tuned.clear()
+    chosen, _ = fin.choose(evals, count=2, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3, budget_s=60.0)
+    assert len(world.tuned) == 5 and tuple(chosen.evaluation.kept.values()) == (8, 16)
+
+
+def test_when_none_stays_fast_enough_the_fastest_is_the_finalist(world) -> None:
+    evals = [evaluation((8, 16), 0.95, 1.70), evaluation((7, 14), 0.94, 1.80)]
+    world.figures.update({(8, 16): dict(speedup=1.30, val=0.99, loss=0.1), (7, 14): dict(speedup=1.45, val=0.90, loss=0.3)})
+    chosen, _ = fin.choose(evals, count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
+    assert world.tuned == [(7, 14)] and chosen.speedup == pytest.approx(1.45)
+
+
+def test_nothing_fast_enough_in_the_search_leaves_the_choice_to_the_caller(world) -> None:
+    chosen, finalists = fin.choose([evaluation((8, 16), 0.95, 1.2)], count=3, target_speedup=1.5, evaluator=world.evaluator,
+                                   tune=world.tune, repeats=3)
+    assert chosen is None and finalists == [] and world.tuned == []
+
+
+def test_predicted_cycles_are_not_re_measured(world, monkeypatch) -> None:
+    world.evaluator.target.is_described = True
+    monkeypatch.setattr(fin, "measure_finalists", lambda *a: pytest.fail("a described target's cycles are predicted"))
+    world.figures.update({(8, 16): dict(val=0.9, loss=0.1)})
+    chosen, _ = fin.choose([evaluation((8, 16), 0.95, 1.7)], count=3, target_speedup=1.5, evaluator=world.evaluator,
+                           tune=world.tune, repeats=3)
+    assert chosen.speedup == pytest.approx(1.7)
