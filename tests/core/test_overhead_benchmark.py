@@ -20,6 +20,8 @@ def test_overhead_benchmark_prints_both_epoch_times_and_the_ratio_last(capsys, m
     pilot = re.search(r"TrainPilot: +([\d.]+) ms per epoch", lines[-2])
     ratio = re.fullmatch(r"ratio TrainPilot / bare: ([\d.]+)", lines[-1])
     assert bare and pilot and ratio
-    printed = float(pilot.group(1)) / float(bare.group(1))
-    assert abs(float(ratio.group(1)) - printed) <= 0.01 * printed  # the ratio of the printed (rounded) times
+    # the ratio of the times behind the printed ones: each is rounded to 0.1 ms, which on a tiny
+    # epoch of a few ms moves a ratio by more than 1 % (a fixed 1 % tolerance failed under load)
+    p, b, r = float(pilot.group(1)), float(bare.group(1)), float(ratio.group(1))
+    assert (p - 0.05) / (b + 0.05) - 0.0005 <= r <= (p + 0.05) / max(b - 0.05, 1e-9) + 0.0005
     sys.modules.pop("overhead", None)
