@@ -2,7 +2,7 @@
 
     python scripts/make_screenshots.py            # writes screenshots/*.svg
 
-It trains small_cnn on the bundled demo set for 6 epochs (about a minute on a laptop CPU, the
+It trains small_cnn on the bundled demo set for 20 epochs (under a minute on a laptop CPU, the
 agent's first-sight calibration included), with live hardware sampling, in a fresh TRAINPILOT_HOME
 so your own history is neither read nor changed. In epoch 2 it does what a user would: pause (p),
 open the override dialog (o), pick another plan, resume (p); so the trace shows the user override
@@ -101,7 +101,7 @@ async def shoot(out: Path, epochs: int) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=20)  # epochs of ~0.3 s: mid-run must last past the 2-s figures interval
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ["TRAINPILOT_HOME"] = tempfile.mkdtemp(prefix="tp-screenshots-")
