@@ -34,12 +34,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import torch
-from torch import nn
-
 from .cycles import StepTimes, measure_steps
 from .evaluate import Evaluation
-from .finetune import Tensors, accuracy
+from .finetune import accuracy
+from .finetune import mean_loss as val_loss  # what the choice ranks finalists by
 from .prune import PrunedModel
 from .search import SPEED_MARGIN
 
@@ -70,19 +68,6 @@ def shortlist(evaluations: Sequence[Evaluation], target_speedup: float, size: in
     for e in sorted(fast, key=lambda e: (-e.accuracy, e.speedup)):
         out.setdefault(tuple(e.kept.values()), e)
     return list(out.values())[:size]
-
-
-def val_loss(model: nn.Module, data: Tensors, *, threads: int) -> float:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    was = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            return float(nn.functional.cross_entropy(model(data.X), data.y))
-    finally:
-        model.train(was)
-        torch.set_num_threads(previous)
 
 
 def choose(evaluations: Sequence[Evaluation], *, count: int, target_speedup: float, evaluator: Any,

@@ -2,7 +2,9 @@
 pruning, and held-out accuracy. Deterministic for a seed on the CPU."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -83,18 +85,31 @@ def steps_for_epochs(epochs: float, samples: int, batch: int) -> int:
     return max(1, round(epochs * samples / batch))
 
 
-def accuracy(model: nn.Module, data: Tensors, *, threads: int, batch: int = 512) -> float:
-    """Share of `data` the model classifies right, in [0, 1]."""
+@contextmanager
+def _evaluating(model: nn.Module, threads: int) -> Iterator[None]:
+    """`model` in eval mode, without gradients, on `threads` threads; all three restored after."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     was = model.training
     model.eval()
-    right = 0
     try:
         with torch.no_grad():
-            for at in range(0, len(data), batch):
-                right += int((model(data.X[at:at + batch]).argmax(1) == data.y[at:at + batch]).sum())
+            yield
     finally:
         model.train(was)
         torch.set_num_threads(previous)
+
+
+def accuracy(model: nn.Module, data: Tensors, *, threads: int, batch: int = 512) -> float:
+    """Share of `data` the model classifies right, in [0, 1]."""
+    right = 0
+    with _evaluating(model, threads):
+        for at in range(0, len(data), batch):
+            right += int((model(data.X[at:at + batch]).argmax(1) == data.y[at:at + batch]).sum())
     return right / max(len(data), 1)
+
+
+def mean_loss(model: nn.Module, data: Tensors, *, threads: int) -> float:
+    """Mean cross-entropy of the model on `data` (one pass, whole split)."""
+    with _evaluating(model, threads):
+        return float(nn.functional.cross_entropy(model(data.X), data.y))
