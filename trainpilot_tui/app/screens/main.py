@@ -51,7 +51,7 @@ class MainScreen(Screen[None]):
         # take longer than this shows each epoch with the next sample, as before.
         self.figures_interval_s = 4 * progress_interval_s
         self._figures_shown_at = float("-inf")
-        self._progress_timer: Timer | None = None
+        self._paint_timer: Timer | None = None
 
     def on_mount(self) -> None:
         self.post_message(self.Ready())
@@ -145,19 +145,19 @@ class MainScreen(Screen[None]):
         # The next hardware sample paints (one repaint for all panels); the timer is the fallback
         # when no sample comes (no sampler, or a stalled one), so a run that stalls after this
         # still shows it. After a quiet spell it paints at once: pacing only merges bursts.
-        if self._progress_timer is None:
+        if self._paint_timer is None:
             wait = self._progress_shown_at + 2 * self.progress_interval_s - time.monotonic()
             if wait <= 0:
                 self._paint()
             else:
-                self._progress_timer = self.set_timer(wait, self._paint)
+                self._paint_timer = self.set_timer(wait, self._paint)
 
     def _paint(self, everything: bool = False) -> None:
         """Paint what waits: the per-epoch messages in their order (at most once a figures
         interval, unless `everything`), then the newest step."""
-        if self._progress_timer is not None:
-            self._progress_timer.stop()
-            self._progress_timer = None
+        if self._paint_timer is not None:
+            self._paint_timer.stop()
+            self._paint_timer = None
         now = time.monotonic()
         figures_due = everything or now >= self._figures_shown_at + self.figures_interval_s
         paced: list[msg.SessionMessage] = []
@@ -166,7 +166,7 @@ class MainScreen(Screen[None]):
             self._figures_shown_at = now
         progress, self._progress = self._progress, None
         if self._paced:  # figures not due yet: a timer brings them when they are
-            self._progress_timer = self.set_timer(self._figures_shown_at + self.figures_interval_s - now, self._paint)
+            self._paint_timer = self.set_timer(self._figures_shown_at + self.figures_interval_s - now, self._paint)
         if not paced and progress is None:
             return
         epochs: list[ev.EpochTimed] = []
