@@ -41,6 +41,7 @@ def run_search(env: CompressionEnv, episodes: int, *, seed: int = 0, stop: threa
     import numpy as np
     from stable_baselines3 import TD3
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.noise import NormalActionNoise
 
     started = time.perf_counter()
@@ -61,6 +62,9 @@ def run_search(env: CompressionEnv, episodes: int, *, seed: int = 0, stop: threa
         train_freq=(1, "episode"), gradient_steps=-1,
         batch_size=64, learning_rate=1e-3, gamma=1.0, buffer_size=10_000,
     )
+    # A logger with no outputs: SB3's default makes a /tmp/SB3-<time> folder on every learn(), even
+    # with verbose=0, and nothing removes them (the benchmark's searches left dozens).
+    agent.set_logger(Logger(folder=None, output_formats=[]))
     agent.learn(total_timesteps=(episodes * MAX_EPISODES_FACTOR if budget_s > 0 else episodes) * n, callback=StopWhenAsked())
     return list(env.history)
 

@@ -36,3 +36,16 @@ def test_reset_step_contract(evaluator) -> None:
 def test_actions_map_linearly_to_sparsity(evaluator) -> None:
     env = CompressionEnv(evaluator.layers, evaluator, max_sparsity=0.8)
     assert [env.sparsity_of([a]) for a in (-1.0, 0.0, 1.0, 5.0)] == pytest.approx([0.0, 0.4, 0.8, 0.8])
+
+
+def test_a_search_leaves_no_log_folders_behind(evaluator, tmp_path, monkeypatch) -> None:
+    """stable-baselines3's default logger makes a <tmp>/SB3-<time> folder on every learn(), even
+    with verbose=0; a search must leave nothing behind in the user's temporary directory."""
+    import tempfile
+
+    from trainpilot.compress.search import run_search
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    tried = run_search(CompressionEnv(evaluator.layers, evaluator, max_sparsity=0.6), episodes=2, seed=0)
+    assert len(tried) == 2
+    assert list(tmp_path.iterdir()) == []
