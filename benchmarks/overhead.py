@@ -19,7 +19,9 @@ most 1.05, goal 1.02). Run it alone on the machine (`flock -x /tmp/tp-cpu.lock .
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -95,6 +97,7 @@ def trainpilot_run(dataset: Any, *, model: str, epochs: int, batch_size: int, lr
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ["TRAINPILOT_HOME"] = tempfile.mkdtemp(prefix="tp-overhead-")  # never the user's history
+    atexit.register(shutil.rmtree, os.environ["TRAINPILOT_HOME"], True)
     os.environ["TRAINPILOT_AUTO_CALIBRATE"] = "0"  # calibrating is a one-off, not an epoch's cost
     import torch
 

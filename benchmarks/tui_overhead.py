@@ -21,11 +21,13 @@ app / headless (target: at most 1.05), the last line the worst ratio.
 from __future__ import annotations
 
 import argparse
+import atexit
 import asyncio
 import json
 import math
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -208,7 +210,9 @@ def ensure_calibrated(log: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TRAINPILOT_HOME", tempfile.mkdtemp(prefix="tp-bench-"))
+    if "TRAINPILOT_HOME" not in os.environ:  # the parent makes a scratch home; its children inherit it
+        os.environ["TRAINPILOT_HOME"] = tempfile.mkdtemp(prefix="tp-bench-")
+        atexit.register(shutil.rmtree, os.environ["TRAINPILOT_HOME"], True)
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT / "core"))
     sys.path.insert(0, str(ROOT))

@@ -2,8 +2,6 @@
 traceback, never code run from data, never a half-made run left behind."""
 from __future__ import annotations
 
-import itertools
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from faultkit import corpus
+from faultkit import corpus, scratch
 from trainpilot.checkpoint import load_checkpoint, save_checkpoint
 from trainpilot.data import Dataset, load_dataset
 from trainpilot.errors import CheckpointError, DatasetError, WorkloadError
@@ -20,12 +18,11 @@ from trainpilot.workload import ModelSpec, build_model, profile_model
 from trainpilot_tui.cli import main
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-_counter = itertools.count()
 
 
 def fresh_dir() -> Path:
     """A new directory per hypothesis example (function-scoped fixtures are shared across examples)."""
-    return Path(tempfile.mkdtemp(prefix=f"bad{next(_counter)}-"))
+    return scratch.fresh_dir("bad")
 
 
 def assert_one_line_about(error: Exception, path: Path) -> None:

@@ -3,17 +3,15 @@ a one-line ConfigError naming the file, or a result that is still sane. These te
 owners' public loaders; they do not change them."""
 from __future__ import annotations
 
-import itertools
 import math
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from faultkit import corpus
+from faultkit import corpus, scratch
 from trainpilot.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,11 +20,10 @@ THEMES = sorted((REPO / "themes").glob("*.toml"))
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PROFILE_INF_VALUES = ["inf", "1e400", "1e308"]  # 1e308 TFLOP/s becomes inf FLOP/s
 VALUES = ["0", "-1", "-1e400", "nan", "-inf", "10000000000000000000000000000", "true", '""', '" "', '"x"', "[]", "{}", '"\\u0000"', "1979-05-27", "[1, 2]", '"#GGGGGG"', '"red"', *PROFILE_INF_VALUES]
-_counter = itertools.count()
 
 
 def fresh(name: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"cfg{next(_counter)}-")) / name
+    return scratch.fresh_dir("cfg") / name
 
 
 def assignment_lines(text: str) -> list[int]:

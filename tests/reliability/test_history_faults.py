@@ -3,13 +3,11 @@ writers lose nothing, killed writers lose nothing they reported stored, a damage
 set aside with a message and never crashes a run, and an interrupted run is recorded as such."""
 from __future__ import annotations
 
-import itertools
 import random
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from faultkit import corpus
+from faultkit import corpus, scratch
 from faultkit.procs import child_env
 
 history = pytest.importorskip("trainpilot.predict.history")
@@ -25,7 +23,6 @@ from trainpilot.plans import Plan  # noqa: E402
 from trainpilot.predict import CostModel, History  # noqa: E402
 
 WRITER = Path(__file__).parent / "faultkit" / "history_writer.py"
-_counter = itertools.count()
 
 
 def writers(db: Path, home: Path, count: int, n: int) -> list[subprocess.Popen]:
@@ -102,7 +99,7 @@ def job():
 @given(kind=st.sampled_from(corpus.MUTATIONS), position=st.floats(0, 1, exclude_max=True), size=st.integers(1, 512), seed=st.integers(0, 2**31))
 def test_a_damaged_history_never_crashes_a_run(history_bytes, job, kind, position, size, seed):
     hardware, profile, load = job
-    home = Path(tempfile.mkdtemp(prefix=f"hist{next(_counter)}-"))
+    home = scratch.fresh_dir("hist")
     db = home / "history.sqlite3"
     db.write_bytes(corpus.mutate(history_bytes, kind, position, size, seed))
     model = CostModel.open(home, hardware)  # must not raise
