@@ -124,6 +124,26 @@ def test_busy_core_turns_the_choice_to_fewer_threads(tmp_path: Path) -> None:
     assert when_busy.plan.threads == 1
 
 
+def test_a_reading_just_over_one_busy_core_is_noise_not_load(tmp_path: Path) -> None:
+    """Next to one busy-loop core, load readings range over 0.76-1.08 cores. The few hundredths over
+    one core once counted as oversubscription and moved a prediction by 8 % or more at once, so the
+    roofline of the same run jumped with the reading's noise."""
+    model = this_machine_model(tmp_path)
+    _, _, profile = small_job(64)
+    plan = Plan("cpu", threads=1)
+
+    def at(busy_cores: float) -> float:
+        per = (100.0, (busy_cores - 1.0) * 100.0)
+        p = model.predict(profile, plan, UtilizationSample(time.time(), per, sum(per) / 2, 30.0, 0, 0)).predicted_s
+        assert p is not None
+        return p
+
+    one = at(1.0)
+    assert at(1.08) / one < 1.01
+    assert at(1.5) / one > 1.3  # real load beyond one core still slows it, with no jump on the way
+    assert at(2.0) / one == pytest.approx(2.0, rel=0.05)  # no free core: half of one
+
+
 def test_prediction_error_falls_as_runs_accumulate(tmp_path: Path) -> None:
     # The description is ~20x too pessimistic about this CPU: cold predictions are far off.
     model = this_machine_model(tmp_path, cpu_gflops=2.0)
