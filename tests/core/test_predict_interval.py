@@ -31,7 +31,10 @@ def test_empty_history_gives_the_prior_and_the_prediction_inside():
     assert iv.low_s < 10.0 < iv.high_s and iv.runs == 0.0
     # about +-1.28 sigma of a log-normal (the prior laid out in 16 points)
     assert math.log(iv.high_s / 10.0) == pytest.approx(1.2816 * sigma, rel=0.15)
-    assert interval(10.0, [], WARM, 0.0, 0.08).high_s < iv.high_s  # warm priors are narrower
+    # a warm prior is the machine's measured repeat noise: narrower than cold on a quiet machine,
+    # wider on one whose runs vary 25 %
+    assert interval(10.0, [], WARM, 0.0, 0.08, noise_sigma=0.05, runs_behind=2).high_s < iv.high_s
+    assert interval(10.0, [], WARM, 0.0, 0.08, noise_sigma=0.25, runs_behind=2).high_s > iv.high_s
 
 
 def test_a_long_history_replaces_the_prior_with_its_own_skewed_spread():
@@ -44,8 +47,8 @@ def test_a_long_history_replaces_the_prior_with_its_own_skewed_spread():
     # a busy-state prediction does not borrow the idle runs' spread: the prior speaks there
     lo_busy, hi_busy, runs_busy = log_bounds(samples, WARM, 1.0, prior_sigma(WARM, 0.05))
     assert runs_busy < 1.0 and hi_busy == pytest.approx(-lo_busy, rel=0.05)
-    # a cold prediction counts the warm errors only at a reduced weight, not as its own evidence
-    assert log_bounds(samples, COLD, 0.0, prior_sigma(COLD, 0.05))[2] == 0.0
+    # a cold prediction does not count the warm errors: it is the prior alone here
+    assert log_bounds(samples, COLD, 0.0, prior_sigma(COLD, 0.05)) == log_bounds([], COLD, 0.0, prior_sigma(COLD, 0.05))
 
 
 def test_intervals_from_past_errors_cover_80_percent_of_new_runs():
@@ -97,22 +100,26 @@ def test_cost_model_predictions_carry_an_interval_that_turns_warm_with_the_workl
     assert math.log(warm["high_s"] / warm["low_s"]) < math.log(iv["high_s"] / iv["low_s"])  # narrower once measured
 
 
-def test_a_thin_history_on_a_noisy_machine_still_covers_80_percent():
-    """The repeat-noise floor: a handful of warm errors and the 12 % warm prior cover far less than
-    80 % where runs vary 25 % (the decisions benchmark's 69 % on a 2-core VM); the machine's
-    measured repeat noise keeps the interval from being narrower than that."""
+@pytest.mark.parametrize("noise", [0.05, 0.25])
+def test_a_thin_history_covers_80_percent_on_a_quiet_and_on_a_noisy_machine(noise):
+    """The warm prior is the measured repeat noise: a fixed 12 % prior covered 69 % of warm runs on
+    a 2-core VM whose runs vary 25 % and 89-94 % of idle warm runs on a quiet one (the decisions
+    benchmark). With 3 warm errors behind it, the interval covers near 80 % on both."""
     from trainpilot.predict.interval import noise_floor
 
     rng = random.Random(3)
-    hits = total = 0
-    for _trial in range(400):
-        history = [ErrorSample(WARM, 0.0, rng.gauss(0.0, 0.25)) for _ in range(6)]
-        # the prediction is the mean of 2 earlier runs; repeats measured the noise at 0.25
-        lo, hi, _ = noise_floor(log_bounds(history, WARM, 0.0, prior_sigma(WARM, 0.05)), 0.25, 2)
-        err = rng.gauss(0.0, 0.25) + rng.gauss(0.0, 0.25 / math.sqrt(2))
+    spread = noise * math.sqrt(1 + 1 / 2)  # a new run around the mean of its 2 earlier runs
+    hits = fixed_hits = total = 0
+    for _trial in range(1000):
+        history = [ErrorSample(WARM, 0.0, rng.gauss(0.0, spread)) for _ in range(3)]
+        lo, hi, _ = noise_floor(log_bounds(history, WARM, 0.0, prior_sigma(WARM, 0.05, noise, 2)), noise, 2)
+        fixed_lo, fixed_hi, _ = log_bounds(history, WARM, 0.0, 0.12)
+        err = rng.gauss(0.0, spread)
         total += 1
         hits += lo <= err <= hi
-    assert hits / total >= 0.75, hits / total
+        fixed_hits += fixed_lo <= err <= fixed_hi
+    assert abs(hits / total - 0.80) <= 0.05, hits / total
+    assert abs(fixed_hits / total - 0.80) > 0.05, fixed_hits / total  # what the measured prior mends
 
 
 def test_repeat_noise_is_measured_from_repeats_of_the_same_workload_and_plan(calibrated_model):
@@ -123,7 +130,7 @@ def test_repeat_noise_is_measured_from_repeats_of_the_same_workload_and_plan(cal
 
     profile, _ = profile_job("mlp", demo_dataset(300), epochs=1)
     idle = load_from_state({"cpu_utilization": 0.0}, calibrated_model.logical_cpus)
-    assert repeat_noise([], 0.0) == (pytest.approx(NOISE_PRIOR_SIGMA), 0.0)  # no repeats: the prior
+    assert repeat_noise([], 0.0) == (pytest.approx(NOISE_PRIOR_SIGMA, rel=0.02), 0.0)  # no repeats: the prior
     base = calibrated_model.predict(profile, Plan("cpu", threads=1), idle).predicted_s
     rng = random.Random(5)
     for i in range(40):  # a noisy machine: the same run varies ~30 % in ln(time)
@@ -136,3 +143,28 @@ def test_repeat_noise_is_measured_from_repeats_of_the_same_workload_and_plan(cal
     # and no prediction is narrower than that noise: a new run lands within +-1.28 sigma * sqrt(1 + 1/n)
     iv = calibrated_model.predict(profile, Plan("cpu", threads=1), idle).detail["interval"]
     assert math.log(iv["high_s"] / iv["low_s"]) >= 2 * 1.28 * 0.25
+
+
+def test_repeat_noise_is_not_inflated_by_the_runs_that_met_a_burst(calibrated_model):
+    """Run times on a shared machine are heavy-tailed: the same run is within a few per cent most of
+    the time and 50 % slow when a burst lands in it. The noise that sets warm intervals is the
+    typical run's, so the one-in-ten outlier counts as one deviation, not as its square."""
+    from trainpilot.agent import load_from_state
+    from trainpilot.data import demo_dataset
+    from trainpilot.predict.interval import repeat_noise
+    from trainpilot.predict.planning import profile_job
+
+    profile, _ = profile_job("mlp", demo_dataset(300), epochs=1)
+    idle = load_from_state({"cpu_utilization": 0.0}, calibrated_model.logical_cpus)
+    rng = random.Random(11)
+    logs = []
+    for i in range(30):
+        for threads in (1, 2):
+            ln = rng.gauss(0.0, 0.04) + (0.4 if rng.random() < 0.1 else 0.0)
+            logs.append(ln)
+            calibrated_model.record(profile, Plan("cpu", threads=threads), idle, None, 0.5 * threads * math.exp(ln),
+                                    run_id=f"b{i}-{threads}", status="success", epochs_done=1)
+    sigma, dof = repeat_noise(calibrated_model.observations(), 0.0)
+    sd = math.sqrt(sum((x - sum(logs) / len(logs)) ** 2 for x in logs) / (len(logs) - 1))
+    assert dof > 50 and sd > 0.1  # the bursts more than double the standard deviation ...
+    assert 0.03 < sigma < 0.07  # ... and leave the robust spread at the typical run's

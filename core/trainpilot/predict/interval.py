@@ -14,16 +14,21 @@ runs spread as a log-normal error of the kind's prior spread, so a thin history 
 interval and a long one its own. Empirical quantiles rather than +-1.28 sigma, because timing
 errors on a shared machine are skewed (a run that met a burst is slow, never fast).
 
-No interval is narrower than the machine's repeat noise: the spread of the same workload run
-again on the same plan in a similar load state (`repeat_noise`), which no amount of learning
-removes. A fixed warm prior of 12 % covered 69 % of warm runs on a 2-core VM whose runs vary
-~25 % from one to the next (benchmarks/decisions.py), so the floor is measured, not assumed.
+The warm prior is this machine's measured repeat noise: the spread of the same workload run again
+on the same plan in a similar load state (`repeat_noise`), as a new run's spread around the mean of
+the n earlier ones. A fixed warm prior of 12 % covered 69 % of warm runs on a 2-core VM whose runs
+vary ~25 % from one to the next, and 88-94 % of idle warm runs on quieter days when warm runs missed
+by 4-6 % (six decisions-benchmark histories), so it is measured, not assumed; it also floors every
+warm interval, since no amount of learning removes it. The noise is a robust (median-based)
+spread: run times on a shared machine are heavy-tailed (one run in ten meets a burst), and in the
+busy state the warm errors' standard deviation came out 1.4-2.8x their median-based spread, which
+widened every warm interval past what it needed.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
+from statistics import NormalDist, median
 from typing import Sequence
 
 from .learning import Observation, plan_match
@@ -31,21 +36,21 @@ from .learning import Observation, plan_match
 LEVEL = 0.80  # the interval's nominal coverage
 PRIOR_RUNS = 4.0  # pseudo-runs of the prior that measured errors have to outweigh
 PRIOR_POINTS = 16  # how finely the prior's log-normal is laid out
-WARM_PRIOR_SIGMA = 0.12  # run-to-run variation on this kind of machine (decisions benchmark: 10-14 %)
 MIN_COLD_SIGMA = 0.15  # a roofline is never trusted closer than this before it has met the workload
 STATE_SCALE = 0.25  # load-state distance at which a past error counts e^-1 as much (as learning.py)
 DECAY = 0.995  # per newer run: older errors were made by a model that has learnt since
 SAME_STATE = 0.2  # busy-weight distance within which an earlier run of the workload made it warm
-# The other kind's measured errors count this much each: a warm prediction with few warm errors
-# behind it is no better than the machine's noise, which the cold errors measured too (a fixed
-# warm prior of 12 % covered 61 % of warm runs on a noisy 2-core VM, benchmarks/decisions.py).
-OTHER_KIND_WEIGHT = 0.3
+# Each kind's interval counts only its own kind's errors. Cold errors (20-30 %) once stood in for
+# the machine's noise behind a warm prediction with few warm errors; the measured repeat noise is
+# that prior now, and mixing the cold errors in at a third of a run each kept idle warm intervals
+# at +-12 % where warm runs missed by 4-6 % (coverage 88-94 %, benchmarks/decisions.py).
 
 # The repeat-noise estimate's prior: NOISE_PRIOR_DOF pseudo degrees of freedom of this spread in
 # ln(time). A repeat (two runs of one workload and plan) adds one degree of freedom, so a handful
 # of repeats outweigh the prior.
 NOISE_PRIOR_SIGMA = 0.15
 NOISE_PRIOR_DOF = 4.0
+MAD_TO_SIGMA = 1.0 / NormalDist().inv_cdf(0.75)  # a normal's sigma over its median absolute deviation
 
 COLD, WARM = "cold", "warm"
 
@@ -87,34 +92,44 @@ def error_samples(observations: Sequence[Observation]) -> list[ErrorSample]:
 
 def repeat_noise(observations: Sequence[Observation], busy_weight: float) -> tuple[float, float]:
     """(sigma of ln(time) between repeats of the same workload and plan, degrees of freedom behind
-    it) near `busy_weight`. Pooled within-group variance of ln(actual / roofline): within one
-    footprint and plan the roofline is the same, so what is left is the run-to-run noise. Groups
-    also split by load state (busy weight within SAME_STATE), each weighted by how alike its load
-    state is to `busy_weight`, with the NOISE_PRIOR_* prior."""
+    it) near `busy_weight`. Within one footprint and plan the roofline is the same, so the spread
+    of ln(actual / roofline) there is the run-to-run noise. Groups also split by load state (busy
+    weight within SAME_STATE), each weighted by how alike its load state is to `busy_weight`.
+
+    Robust: each run's deviation from its group's median, scaled to one run's noise (a group of k
+    runs spreads around its own centre by about sigma * sqrt((k - 1) / k)), and sigma from the weighted
+    median of those deviations (MAD_TO_SIGMA), so a run that met a burst counts as one deviation,
+    not as its square. The NOISE_PRIOR_* prior is laid out as NOISE_PRIOR_DOF pseudo deviations."""
     groups: dict[tuple[object, ...], list[tuple[float, float]]] = {}
     for o in observations:
         rec = o.record
         key = (rec.footprint, rec.plan.backend, rec.plan.threads, rec.plan.mode, rec.plan.device, round(o.busy_weight / SAME_STATE))
         groups.setdefault(key, []).append((o.log_ratio, o.busy_weight))
-    ss = NOISE_PRIOR_DOF * NOISE_PRIOR_SIGMA ** 2
+    half_normal = NormalDist()
+    deviations = [(NOISE_PRIOR_SIGMA * half_normal.inv_cdf(0.5 + (i + 0.5) / (2 * PRIOR_POINTS)), NOISE_PRIOR_DOF / PRIOR_POINTS)
+                  for i in range(PRIOR_POINTS)]
     dof = 0.0
     for members in groups.values():
-        ratios, weights = [r for r, _ in members], [b for _, b in members]
-        if len(ratios) < 2:
+        k = len(members)
+        if k < 2:
             continue
-        w = math.exp(-(((busy_weight - sum(weights) / len(weights)) / STATE_SCALE) ** 2))
-        mean = sum(ratios) / len(ratios)
-        ss += w * sum((r - mean) ** 2 for r in ratios)
-        dof += w * (len(ratios) - 1)
-    return math.sqrt(ss / (NOISE_PRIOR_DOF + dof)), dof
+        w = math.exp(-(((busy_weight - sum(b for _, b in members) / k) / STATE_SCALE) ** 2))
+        if w < 1e-3:
+            continue
+        centre = median(r for r, _ in members)
+        scale = math.sqrt(k / (k - 1))
+        deviations += [(abs(r - centre) * scale, w * (k - 1) / k) for r, _ in members]
+        dof += w * (k - 1)
+    return weighted_quantile(deviations, 0.5) * MAD_TO_SIGMA, dof
 
 
 def noise_floor(bounds: tuple[float, float, float], sigma: float, runs_behind: int) -> tuple[float, float, float]:
     """Widen a warm prediction's (ln low, ln high, runs) to at least the central LEVEL of a new
-    run's spread around the mean of its `runs_behind` earlier runs: sigma * sqrt(1 + 1/n). A cold
-    one is left as it is: its prior (2.5x the calibration's fit residual) already holds the noise;
-    flooring it too covered 83-88 % of runs in a replay of three decisions-benchmark histories,
-    against 76-83 % with the warm floor alone."""
+    run's spread around the mean of its `runs_behind` earlier runs: sigma * sqrt(1 + 1/n), the warm
+    prior's own spread, which the measured errors may widen but not narrow. A cold one is left as
+    it is: its prior (2.5x the calibration's fit residual) already holds the noise; flooring it too
+    covered 83-88 % of runs in a replay of three decisions-benchmark histories, against 76-83 %
+    with the warm floor alone."""
     lo, hi, runs = bounds
     if runs_behind < 1:
         return bounds
@@ -130,9 +145,11 @@ def runs_behind(observations: Sequence[Observation], footprint: str, plan: objec
                and abs(o.busy_weight - busy_weight) <= SAME_STATE)
 
 
-def prior_sigma(kind: str, fit_error: float) -> float:
+def prior_sigma(kind: str, fit_error: float, noise_sigma: float = NOISE_PRIOR_SIGMA, runs_behind: int = 1) -> float:
+    """The spread a prediction of `kind` has before errors of its kind are measured. Warm: a new
+    run's spread around the mean of its `runs_behind` earlier runs, from the machine's repeat noise."""
     if kind == WARM:
-        return WARM_PRIOR_SIGMA
+        return noise_sigma * math.sqrt(1.0 + 1.0 / max(runs_behind, 1))
     return max(2.5 * fit_error, MIN_COLD_SIGMA)  # cold errors run ~2-3x the calibration's fit residual
 
 
@@ -146,13 +163,13 @@ def log_bounds(samples: Sequence[ErrorSample], kind: str, busy_weight: float, si
     measured = 0.0
     for s in samples:  # newest first
         weight *= DECAY
-        w = weight * math.exp(-(((busy_weight - s.busy_weight) / STATE_SCALE) ** 2))
         if s.kind != kind:
-            w *= OTHER_KIND_WEIGHT
+            continue
+        w = weight * math.exp(-(((busy_weight - s.busy_weight) / STATE_SCALE) ** 2))
         if w < 1e-3:
             continue
         points.append((s.log_error, w))
-        measured += w if s.kind == kind else 0.0
+        measured += w
     tail = (1.0 - LEVEL) / 2
     return weighted_quantile(points, tail), weighted_quantile(points, 1.0 - tail), measured
 
@@ -176,8 +193,10 @@ def weighted_quantile(points: list[tuple[float, float]], q: float) -> float:
     return ordered[-1][0]
 
 
-def interval(predicted_s: float, samples: Sequence[ErrorSample], kind: str, busy_weight: float, fit_error: float) -> Interval:
-    return around(predicted_s, log_bounds(samples, kind, busy_weight, prior_sigma(kind, fit_error)), kind)
+def interval(predicted_s: float, samples: Sequence[ErrorSample], kind: str, busy_weight: float, fit_error: float,
+             noise_sigma: float = NOISE_PRIOR_SIGMA, runs_behind: int = 1) -> Interval:
+    sigma = prior_sigma(kind, fit_error, noise_sigma, runs_behind)
+    return around(predicted_s, noise_floor(log_bounds(samples, kind, busy_weight, sigma), noise_sigma, runs_behind if kind == WARM else 0), kind)
 
 
 def around(predicted_s: float, bounds: tuple[float, float, float], kind: str) -> Interval:

@@ -77,7 +77,8 @@ class CostModel:
         self._obs_version = 0  # bumped whenever the observations change, so cached similarities expire
         self._sims: list[float] = []
         self._residuals: list[Residual] = []  # the newest warm predictions' misses (drift.py)
-        self._intervals: dict[Any, tuple[float, float, float]] = {}  # (kind, state, version) -> bounds (interval.py)
+        self._intervals: dict[Any, tuple[float, float, float]] = {}  # (kind, state, fit, runs behind) -> bounds (interval.py)
+        self._noise: dict[float, float] = {}  # load state -> the repeat noise there (interval.repeat_noise)
         self._errors: tuple[int, list[Any]] = (-1, [])  # (observation version, interval.error_samples)
 
     # ---------------------------------------------------------------- construction
@@ -296,18 +297,21 @@ class CostModel:
     def _interval(self, run_s: float, obs: list[Observation], footprint: str, plan: Plan, busy: float, fit_error: float) -> Any:
         """The 80 % interval from the measured errors of this kind of prediction, never narrower than
         the measured repeat noise (interval.py); the errors are gathered once per history version,
-        the bounds and the noise once per kind and load state."""
+        the noise once per load state, the bounds once per kind, load state and runs behind."""
         if self._errors[0] != self._obs_version:
             self._errors = (self._obs_version, error_samples(obs))
             self._intervals.clear()
+            self._noise.clear()
         state = state_weight(busy)
         behind = runs_behind(obs, footprint, plan, state)
         kind = WARM if behind else COLD
-        key = (kind, round(state, 3), round(fit_error, 3))
+        key = (kind, round(state, 3), round(fit_error, 3), behind)
+        if round(state, 3) not in self._noise:
+            self._noise[round(state, 3)] = repeat_noise(obs, state)[0]
+        noise = self._noise[round(state, 3)]
         if key not in self._intervals:
-            sigma = prior_sigma(kind, fit_error)
-            self._intervals[key] = (log_bounds(self._errors[1], kind, state, sigma), repeat_noise(obs, state)[0])
-        bounds, noise = self._intervals[key]
+            self._intervals[key] = log_bounds(self._errors[1], kind, state, prior_sigma(kind, fit_error, noise, behind))
+        bounds = self._intervals[key]
         return around(run_s, noise_floor(bounds, noise, behind), kind)
 
     def _drift(self, busy: float) -> Drift:
