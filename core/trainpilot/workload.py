@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +277,14 @@ class WorkloadProfile:
         data["steps_per_epoch"] = self.steps_per_epoch
         data["footprint"] = self.footprint
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "WorkloadProfile":
+        """The profile a history row stored with `to_dict` (its derived keys are left out)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["input_shape"] = tuple(int(d) for d in values.get("input_shape", ()))
+        return cls(**values)
 
 
 _KIND_OF = (

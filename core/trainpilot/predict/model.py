@@ -14,6 +14,7 @@ documented rule cascade (`estimate.py`), so the agent always has an answer.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -77,6 +78,9 @@ class CostModel:
         self._obs_version = 0  # bumped whenever the observations change, so cached similarities expire
         self._sims: list[float] = []
         self._residuals: list[Residual] = []  # the newest warm predictions' misses (drift.py)
+        # "Now" for the drift, which weighs recent runs by age: the wall clock, or the moment a
+        # recorded run was predicted at when a benchmark history is replayed (benchmarks/replay_decisions.py).
+        self.clock: Callable[[], float] = time.time
         self._intervals: dict[Any, tuple[float, float, float]] = {}  # (kind, state, fit, runs behind) -> bounds (interval.py)
         self._noise: dict[float, float] = {}  # load state -> the repeat noise there (interval.repeat_noise)
         self._errors: tuple[int, list[Any]] = (-1, [])  # (observation version, interval.error_samples)
@@ -218,7 +222,7 @@ class CostModel:
                 except Exception as exc:  # a history we cannot read must not stop a prediction
                     self._note(f"could not read the run history: {exc}")
             self._observations = observe(records, self.calibration) if self.calibration else []
-            self._residuals = recent_residuals(self._observations)
+            self._residuals = recent_residuals(self._observations, self.clock())
             self._obs_version += 1
         return self._observations
 
@@ -318,7 +322,7 @@ class CostModel:
         """How far this machine's recent runs strayed from their warm predictions (drift.py)."""
         if not self._residuals or self.is_described:
             return NO_DRIFT
-        return drift(self._residuals, state_weight(busy))
+        return drift(self._residuals, state_weight(busy), self.clock())
 
     def _rates(self, plan: Plan) -> dict[str, float]:
         cal = self.calibration.for_plan(plan) if self.calibration else None
