@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -82,14 +83,19 @@ def _assert_failed_with_checkpoint(result, expected: str) -> None:
     assert (state["epoch"], state["step"]) == (1, 2)  # the start of the step that failed, by rank 0
 
 
-def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkeypatch):
+def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkeypatch, tmp_path):
     monkeypatch.setenv("TP_TEST_FAULT", "die")
     monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
     monkeypatch.setenv("TP_TEST_FAULT_AFTER", "8")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     start = time.monotonic()
     result = runner.invoke(app, ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--nproc", "2", "--timeout", "60"])
     assert time.monotonic() - start < 45  # a closed socket is noticed at once, not after --timeout
     _assert_failed_with_checkpoint(result, "another rank died")
+    # the launch left nothing in the temporary directory (the elastic agent's torchelastic_<id> did)
+    assert list(scratch.iterdir()) == []
 
 
 def test_a_hung_rank_fails_the_run_after_the_timeout(ddp_dataset, monkeypatch):

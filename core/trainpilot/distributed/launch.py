@@ -92,26 +92,31 @@ def launch_local(nproc: int, args: list[str], *, shutdown_timeout_s: float = 30.
 
     `shutdown_timeout_s`: how long the agent lets the surviving ranks finish after one failed (rank
     0 checkpoints then) before it kills them."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=nproc,
-        run_id=uuid.uuid4().hex,
-        rdzv_backend="c10d",
-        rdzv_endpoint="127.0.0.1:0",  # port 0: the agent binds a free port and shares the store
-        max_restarts=0,  # a failed rank ends the run (resume with --resume), never a silent retry
-        monitor_interval=0.1,
-        start_method="spawn",
-        shutdown_timeout=int(max(1, round(shutdown_timeout_s))),
-    )
     quiet = logging.getLogger("torch.distributed.elastic")
     level = quiet.level
     quiet.setLevel(logging.CRITICAL + 1)  # the agent's own log lines; the command prints one summary
     failures: dict[int, int] = {}
     with tempfile.TemporaryDirectory(prefix="trainpilot-ranks-") as reports:
+        # The agent's own log folder goes inside ours: by default it makes /tmp/torchelastic_<id>
+        # on every launch and leaves it there.
+        logs = DefaultLogsSpecs(log_dir=str(Path(reports) / "agent"))
+        config = LaunchConfig(
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=nproc,
+            run_id=uuid.uuid4().hex,
+            rdzv_backend="c10d",
+            rdzv_endpoint="127.0.0.1:0",  # port 0: the agent binds a free port and shares the store
+            max_restarts=0,  # a failed rank ends the run (resume with --resume), never a silent retry
+            monitor_interval=0.1,
+            start_method="spawn",
+            logs_specs=logs,
+            shutdown_timeout=int(max(1, round(shutdown_timeout_s))),
+        )
         previous = os.environ.get(REPORTS_ENV)
         os.environ[REPORTS_ENV] = reports
         try:
