@@ -197,6 +197,9 @@ def measure(args: argparse.Namespace, model: str, threads: int | None) -> dict[s
                      "ui_cores": statistics.median((r["ui_cores"] or 0.0) for r in rs),
                      "app_thread_cores": statistics.median(r.get("app_thread_cores", 0.0) for r in rs)}
     out["ratio"] = out["tui"]["train_s"] / out["headless"]["train_s"]
+    # the machine's own noise in the same minutes: how far apart the same headless run came out
+    headless = [r["train_s"] for r in runs["headless"]]
+    out["noise"] = max(headless) / min(headless) if min(headless) > 0 else float("nan")
     return out
 
 
@@ -236,16 +239,19 @@ def main(argv: list[str] | None = None) -> int:
     settle = "the app's default" if args.settle_s is None else f"{args.settle_s:g} s"
     print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {args.refresh_hz:g} Hz, settle {settle}, median of {max(1, args.repeats)}")
     w = max([16] + [len(m[k]["plan"]) for _, m in rows for k in ("headless", "tui")])
-    header = f"{'model':<12} {'epochs':>6} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'app/headless':>12}"
+    header = f"{'model':<12} {'epochs':>6} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'app/headless':>12}  {'noise':>6}"
     print(header)
     print("-" * len(header))
     for model, m in rows:
         h, t = m["headless"], m["tui"]
         ok = "ok" if m["ratio"] <= TARGET else "over"
-        print(f"{model:<12} {m['epochs']:>6} {h['plan']:<{w}} {h['train_s']:>8.2f}s  {t['plan']:<{w}} {t['train_s']:>8.2f}s  {t['ui_cores']:>6.2f} c  {m['ratio']:>12.3f}  {ok}")
+        print(f"{model:<12} {m['epochs']:>6} {h['plan']:<{w}} {h['train_s']:>8.2f}s  {t['plan']:<{w}} {t['train_s']:>8.2f}s  {t['ui_cores']:>6.2f} c  {m['ratio']:>12.3f}  x{m['noise']:>5.2f}  {ok}")
     worst = max(rows, key=lambda r: r[1]["ratio"])
     verdict = "met" if worst[1]["ratio"] <= TARGET else "NOT met"
     print(f"UI load = cores this process's own threads besides training used during the app's run (the agent counts it as load)")
+    if max(1, args.repeats) > 1:
+        print("noise = slowest / fastest of the same model's headless runs, interleaved with the app's: a ratio"
+              " within that of 1.00 is the machine's noise as much as the app's cost")
     print(f"worst app/headless: {worst[1]['ratio']:.3f} ({worst[0]}); target <= {TARGET:.2f}: {verdict}")
     return 0
 
