@@ -15,9 +15,9 @@ by how alike their load state is, with DRIFT_PRIOR pseudo-runs at 0. A median, n
 of the whole machine moves most residuals, while one plan whose own times swing wildly moves only
 its own. Two threads next to a busy core on 2 cores ran 0.9-9.4 s for one 0.3-s job from one pass
 to the next; with a mean, those residuals pulled every plan's prediction in that load state by up
-to 30 %, and warm predictions missed by 1.7-3.0 points more than the oracle in 3 of 6 recorded
-decisions-benchmark histories (each replayed: every run predicted from the runs before it, at its
-own time). With the median they are at most 0.7 points above it in all six.
+to 30 %. Replaying seven recorded decisions-benchmark histories (benchmarks/replay_decisions.py),
+warm MAPE missed the oracle + 1 point in 4 of them before (by 1.4-3.0 points over the oracle); with
+the median it is at most 0.7 points above the oracle in all seven.
 """
 from __future__ import annotations
 
