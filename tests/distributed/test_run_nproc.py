@@ -34,9 +34,10 @@ def recorded(home: Path, run_id: str) -> list[str]:
     return [r.status for r in History(home / "history.sqlite3").records() if r.run_id == run_id]
 
 
-def test_torchrun_then_nproc_resume_equals_single_process(ddp_dataset, trainpilot_home, monkeypatch):
+def test_torchrun_then_nproc_resume_equals_single_process(ddp_dataset, trainpilot_home, monkeypatch, tmp_path):
     monkeypatch.setenv("TP_TEST_FAULT", "slow")  # rank 1 is the slow one: it must get the smaller share
     monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the torchrun CLI's own /tmp/torchelastic_<id> goes here
     args = ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "--seed", "3", "-q", "--json"]
     # the torchrun form: every process is a rank (RANK/WORLD_SIZE set); rank 0 alone prints --json
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "trainpilot_tui", *args, "-e", "1"]
