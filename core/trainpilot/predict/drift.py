@@ -30,7 +30,7 @@ from .interval import weighted_quantile
 from .learning import Observation, correction
 
 DRIFT_TAU_S = 60.0  # a residual's weight falls by e every minute
-DRIFT_PRIOR = 3.0  # pseudo-runs at "no drift"; three fresh runs pull the estimate half-way
+DRIFT_PRIOR = 3.0  # pseudo-runs at "no drift": n fresh runs that agree pull the median n/4 of the way, 4 all of it
 DRIFT_MAX_RUNS = 12  # the newest residuals kept (older ones weigh ~nothing anyway)
 DRIFT_HORIZON_S = 5 * DRIFT_TAU_S  # residuals older than this are not even computed
 STATE_SCALE = 0.25  # load-state distance (busy weights) at which a residual counts e^-1 as much
