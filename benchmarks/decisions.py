@@ -46,6 +46,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))
 
+# The load states every case runs in: (name, cores a busy-loop process keeps busy). The names are
+# part of each run's history id (bench-<pass>-<state>-<case>-<plan>), which replay_decisions.py reads.
+STATES = (("idle", 0), ("one core busy", 1))
 DISTURBED_CORES = 0.25  # other processes' CPU beyond the state's own load that makes a run disturbed
 CASE_ATTEMPTS = 4  # a disturbed case is observed, decided and run again, at most this often
 
@@ -179,11 +182,10 @@ def run_suite(cases: tuple[Case, ...], quick: bool, home: Path, log: Any, passes
     cold_agent = HardwareOrchestrator(predictor=cold_model, hardware=hardware)
     full_data = demo_dataset(max(c.samples for c in cases) + max(c.samples for c in cases) // 9 + 10)
     outcomes: list[Outcome] = []
-    states = (("idle", 0), ("one core busy", 1))
-    for state, busy in states:
+    for state, busy in STATES:
         outcomes += [Outcome(case, state, [{} for _ in range(passes)], [None] * passes, None, [0.0] * passes) for case in cases]
     for pass_no in range(passes):
-        for state, busy in states:
+        for state, busy in STATES:
             log(f"pass {pass_no + 1}, {state}:")
             with BusyLoad(busy) if busy else nullcontext():
                 for outcome in (o for o in outcomes if o.state == state):

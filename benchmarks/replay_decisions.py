@@ -27,10 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from decisions import STATES, mape
+
 ROOT = Path(__file__).resolve().parents[1]
 # run_id = bench-<pass>-<state>-<case label>-<plan label>, as decisions.py records them
-RUN_ID = re.compile(r"^bench-(?P<pass>\d+)-(?P<state>idle|one core busy)-(?P<case>.+?)-(?P<plan>cpu \(.*|split: .*)$")
-STATE_BUSY_CORES = {"idle": 0.0, "one core busy": 1.0}  # what the glance before each case reads (BusyLoad)
+RUN_ID = re.compile(r"^bench-(?P<pass>\d+)-(?P<state>" + "|".join(re.escape(name) for name, _ in STATES)
+                    + r")-(?P<case>.+?)-(?P<plan>cpu \(.*|split: .*)$")
+STATE_BUSY_CORES = dict(STATES)  # what the glance before each case reads: the busy-loop's cores
 
 
 @dataclass(frozen=True)
@@ -97,10 +100,6 @@ def replay(home: Path) -> list[Replayed]:
         out.append(Replayed(int(m["pass"]), m["state"], m["case"], m["plan"], rec.actual_s, p.predicted_s,
                             iv["low_s"], iv["high_s"], iv["kind"]))
     return out
-
-
-def mape(pairs: list[tuple[float, float]]) -> float:
-    return 100.0 * statistics.fmean(abs(p / a - 1.0) for p, a in pairs) if pairs else float("nan")
 
 
 def coverage(runs: list[Replayed]) -> str:

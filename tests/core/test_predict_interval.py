@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import replace
 
 import pytest
 
@@ -63,21 +62,6 @@ def test_intervals_from_past_errors_cover_80_percent_of_new_runs():
             hits += lo <= err <= hi
         history.insert(0, ErrorSample(WARM, 0.0, err))
     assert abs(hits / total - 0.80) < 0.05, hits / total
-
-
-@pytest.fixture
-def calibrated_model(tmp_path):
-    from trainpilot.hardware import probe
-    from trainpilot.predict import CostModel
-    from trainpilot.predict.derive import calibration_for_target
-    from trainpilot.target_profiles import TargetBackend, TargetMachine
-
-    hw = probe(include_backends=False)
-    box = TargetMachine("test box", "tests", ("tests",), "Linux", "x86_64", hw.logical_cpus, hw.logical_cpus, 8 * 2**30, 40e9,
-                        {"cpu": TargetBackend(80e9, 20e9, "fp32")})
-    model = CostModel.open(tmp_path, hardware=hw)
-    model._store(replace(calibration_for_target(box), machine_id=hw.machine_id, described=None))
-    return model
 
 
 def test_cost_model_predictions_carry_an_interval_that_turns_warm_with_the_workload_runs(calibrated_model):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,23 +12,15 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.fixture
-def kept_history(tmp_path):
+def kept_history(calibrated_model, tmp_path):
     """A small history written the way decisions.py writes one: per case, every plan predicted
     first, then each run recorded under its bench-<pass>-<state>-<case>-<plan> id."""
     from trainpilot.agent import load_from_state
     from trainpilot.data import demo_dataset
-    from trainpilot.hardware import probe
     from trainpilot.plans import Plan
-    from trainpilot.predict import CostModel
-    from trainpilot.predict.derive import calibration_for_target
     from trainpilot.predict.planning import profile_job
-    from trainpilot.target_profiles import TargetBackend, TargetMachine
 
-    hw = probe(include_backends=False)
-    box = TargetMachine("test box", "tests", ("tests",), "Linux", "x86_64", 2, 2, 8 * 2**30, 40e9,
-                        {"cpu": TargetBackend(80e9, 20e9, "fp32")})
-    model = CostModel.open(tmp_path, hardware=hw)
-    model._store(replace(calibration_for_target(box), machine_id=hw.machine_id, described=None))
+    model = calibrated_model
     idle = load_from_state({"cpu_utilization": 0.0}, model.logical_cpus)
     data = demo_dataset(300)
     cases = {"mlp l2 n300 b64": profile_job("mlp", data, epochs=1)[0], "small_cnn l3 n300 b64": profile_job("small_cnn", data, epochs=1)[0]}
@@ -63,6 +54,7 @@ def test_a_replay_gives_back_the_recorded_predictions(kept_history, monkeypatch)
     assert rows["80 % intervals' coverage (all passes)"].endswith("of 12")
     assert "target <= oracle + 1 point" in rows["warm MAPE (pass 3) vs oracle"]
     sys.modules.pop("replay_decisions", None)
+    sys.modules.pop("decisions", None)
 
 
 def test_a_home_without_a_benchmark_history_is_refused_in_one_line(tmp_path, monkeypatch):
@@ -72,3 +64,4 @@ def test_a_home_without_a_benchmark_history_is_refused_in_one_line(tmp_path, mon
     with pytest.raises(SystemExit, match="no calibration or history"):
         replay_decisions.replay(tmp_path)
     sys.modules.pop("replay_decisions", None)
+    sys.modules.pop("decisions", None)

@@ -309,10 +309,11 @@ class CostModel:
         state = state_weight(busy)
         behind = runs_behind(obs, footprint, plan, state)
         kind = WARM if behind else COLD
-        key = (kind, round(state, 3), round(fit_error, 3), behind)
-        if round(state, 3) not in self._noise:
-            self._noise[round(state, 3)] = repeat_noise(obs, state)[0]
-        noise = self._noise[round(state, 3)]
+        state_key = round(state, 3)
+        key = (kind, state_key, round(fit_error, 3), behind)
+        if state_key not in self._noise:
+            self._noise[state_key] = repeat_noise(obs, state)[0]
+        noise = self._noise[state_key]
         if key not in self._intervals:
             self._intervals[key] = log_bounds(self._errors[1], kind, state, prior_sigma(kind, fit_error, noise, behind))
         bounds = self._intervals[key]
