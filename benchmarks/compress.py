@@ -10,8 +10,8 @@ scikit-learn's load_digits (1797 real 8x8 handwritten digits, shipped inside the
 agent's thread plan. Per case, in one process: train the dense model, search (TD3) for the
 per-layer sparsity that reaches --target-speedup, deploy (the search's finalists re-measured and
 deployment-fine-tuned, the lowest validation loss chosen; test accuracy on a split neither the
-search nor that choice saw), then match two baselines to the agent's *measured* speed-up by bisection on
-their overall ratio — uniform (the same sparsity in every layer) and an L1-magnitude heuristic (one
+search nor that choice saw), then match two baselines to the agent's model by bisection on their overall
+ratio (the least pruning whose measured step is as fast as the agent's model's, the two timed side by side) — uniform (the same sparsity in every layer) and an L1-magnitude heuristic (one
 global L1 ranking of channels) — give them the same fine-tune, and finally time dense, agent,
 uniform and L1 together, interleaved step by step (median of repeated steps; this machine is
 noisy). Printed: measured step times and speed-ups, accuracy drops, the speed-up the cost model
@@ -69,7 +69,7 @@ def run_case(model: str, name: str, data: Any, budget: dict[str, Any], args: arg
                             timing_batch=TIMING_BATCH[name], export=False, predict_on=PREDICT_ON, seed=args.seed, **budget)
     start = time.perf_counter()
     report = run_compression(config, on_event=_progress(f"{model}/{name}"))
-    rows, times, matched = compare(report, repeats=budget["search_repeats"], final_repeats=budget["deploy_repeats"])
+    rows, times, matched = compare(report, repeats=budget["deploy_repeats"], final_repeats=budget["deploy_repeats"])
     by = {r.name: r for r in rows}
     data_out = report.to_dict()
     return {
