@@ -82,6 +82,7 @@ def run_case(model: str, name: str, data: Any, budget: dict[str, Any], args: arg
         "kept": by["agent"].kept, "kept_uniform": by["uniform"].kept, "kept_l1": by["l1-global"].kept,
         "reason": report.verdict.reason, "test_n": report.samples["test"],
         "deploy_x": report.measured.speedup("pruned") if report.measured else float("nan"),
+        "finalists": [f for f in report.finalists if f.val_loss is not None], "chosen_kept": dict(report.tuned.pruned.kept) if report.tuned else {},
     }
 
 
@@ -145,6 +146,11 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float
     print("channels kept (agent | uniform | L1): " + "; ".join(
         f"{r['case']}: {'/'.join(map(str, r['kept'].values()))} | {'/'.join(map(str, r['kept_uniform'].values()))} | {'/'.join(map(str, r['kept_l1'].values()))}"
         for r in results))
+    print("finalists fine-tuned (search's channels -> with the free channels taken back: speed-up, validation loss; * deployed):")
+    for r in results:
+        print(f"  {r['case']}: " + "; ".join(
+            f"{'/'.join(map(str, f.evaluation.kept.values()))} -> {'/'.join(map(str, f.kept.values()))}: {f.speedup:.2f}x, {f.val_loss:.4f}"
+            f"{' *' if f.kept == r['chosen_kept'] else ''}" for f in r["finalists"]))
     print("test split (accuracy resolution): " + "; ".join(
         f"{r['case']}: {r['test_n']} samples, 1 sample = {100 / r['test_n']:.2f} pt" for r in results))
     hit = sum(1 for r in results if r["agent"].speedup >= args.target_speedup and r["agent"].accuracy_drop <= args.max_drop)

@@ -29,6 +29,7 @@ def compress_command(
     finetune_steps: int = typer.Option(100, "--finetune-steps", help="Fine-tuning steps after each pruning in the search (the reward's short fine-tune)."),
     deploy_epochs: float = typer.Option(24.0, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model."),
     finalists: int = typer.Option(3, "--finalists", help="At least this many of the search's best configurations get the deployment fine-tune (more while that costs less than the search did); the one with the lowest validation loss is deployed."),
+    free_channels: bool = typer.Option(True, "--free-channels/--no-free-channels", help="Before its fine-tune, give each finalist back the channels the target does not charge for: per layer, the most that keep the measured speed-up at the target (step time falls in steps, not channel by channel)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Export directory for the deployed model (must not exist; default: TrainPilot's data directory/compressed/)."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, splits and the agent."),
@@ -49,7 +50,7 @@ def compress_command(
         model={"name": model, "layers": layers} if layers else model, dataset=dataset,
         target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes, search_seconds=search_seconds,
         threads=threads, batch_size=batch_size, timing_batch=timing_batch, dense_epochs=dense_epochs, finetune_steps=finetune_steps, deploy_epochs=deploy_epochs,
-        finalists=finalists, out=out, seed=seed,
+        finalists=finalists, free_channels=free_channels, out=out, seed=seed,
     )
     problems = config.problems()
     if problems:

@@ -13,6 +13,9 @@ search accuracies of 12 candidates spanned 86-93 % while their deployed accuraci
                 below the target x SPEED_MARGIN are dropped (the search's 5 steps flattered them;
                 when all are, the fastest stays). Predicted cycles (a described target) are exact:
                 not re-measured
+    grow        each survivor about to be fine-tuned first takes back the channels its target does
+                not charge for (grow.py: the most per layer that keep the measured speed-up at or
+                above the target x SPEED_MARGIN); two that grow into one configuration are one
     fine-tune   the first `count` survivors each get the deployment fine-tune itself (the same
                 recipe the baselines get) and are scored on the VALIDATION split; more of them
                 while the fine-tunes have cost less than the search did (`budget_s`): on a cheap
@@ -38,6 +41,7 @@ from .cycles import StepTimes, measure_steps
 from .evaluate import Evaluation
 from .finetune import accuracy
 from .finetune import mean_loss as val_loss  # what the choice ranks finalists by
+from .grow import grow
 from .prune import PrunedModel
 from .search import SPEED_MARGIN
 
@@ -49,14 +53,22 @@ SHORTLIST = 12
 @dataclass(frozen=True)
 class Finalist:
     evaluation: Evaluation  # as the search tried it
-    speedup: float  # re-measured, interleaved with the dense model and the other finalists
+    speedup: float  # re-measured, interleaved with the dense model and the other finalists (grown: the growth's confirmation)
     val_accuracy: float | None = None  # after the deployment fine-tune; None when not fine-tuned
     val_loss: float | None = None
-    pruned: PrunedModel | None = None  # fine-tuned
+    pruned: PrunedModel | None = None  # fine-tuned, with any channels grow.py gave back
+
+    @property
+    def kept(self) -> dict[str, int]:
+        return dict(self.pruned.kept if self.pruned is not None else self.evaluation.kept)
+
+    @property
+    def grown(self) -> bool:
+        return self.kept != dict(self.evaluation.kept)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kept_channels": dict(self.evaluation.kept), "search_accuracy": self.evaluation.accuracy,
-                "search_speedup": self.evaluation.speedup, "speedup": self.speedup,
+        return {"kept_channels": self.kept, "search_kept_channels": dict(self.evaluation.kept),
+                "search_accuracy": self.evaluation.accuracy, "search_speedup": self.evaluation.speedup, "speedup": self.speedup,
                 "val_accuracy": self.val_accuracy, "val_loss": self.val_loss}
 
 
@@ -71,11 +83,12 @@ def shortlist(evaluations: Sequence[Evaluation], target_speedup: float, size: in
 
 
 def choose(evaluations: Sequence[Evaluation], *, count: int, target_speedup: float, evaluator: Any,
-           tune: Callable[[PrunedModel], PrunedModel], repeats: int, budget_s: float = 0.0,
+           tune: Callable[[PrunedModel], PrunedModel], repeats: int, budget_s: float = 0.0, free_channels: bool = True,
            on_finalist: Callable[[Finalist], None] | None = None) -> tuple[Finalist | None, list[Finalist]]:
     """(the chosen finalist, every finalist considered). `tune` fine-tunes a pruned model in place
     and returns it (the deployment fine-tune); past `count` finalists, more are fine-tuned while
-    the fine-tunes so far took less than `budget_s` seconds; `evaluator` supplies the dense model, the pruning,
+    growing and fine-tuning them took less than `budget_s` seconds so far; with `free_channels`
+    each is grown first (grow.py); `evaluator` supplies the dense model, the pruning,
     the timing setup and the validation split. When none stays fast enough once re-measured, the
     fastest is the one finalist; None when the search found no fast-enough configuration at all
     (the caller falls back to search.best)."""
@@ -93,13 +106,23 @@ def choose(evaluations: Sequence[Evaluation], *, count: int, target_speedup: flo
     if not fast:  # none clears the margin once re-measured: the fastest is the one chance to meet the target
         fast = [max(range(len(finalists)), key=lambda i: finalists[i].speedup)]
     done: list[int] = []
+    configurations: set[tuple[int, ...]] = set()
     started = time.perf_counter()
     for i in fast:
         if len(done) >= max(count, 1) and time.perf_counter() - started >= budget_s:
             break
+        start, speedup = pruned[i], finalists[i].speedup
+        if free_channels:
+            grown = grow(evaluator, start, threshold=target_speedup * SPEED_MARGIN, repeats=repeats)
+            if grown.speedup is not None:
+                start, speedup = grown.pruned, grown.speedup
+        key = tuple(start.kept.values())
+        if key in configurations:  # another finalist grew into this configuration: fine-tuned already
+            continue
+        configurations.add(key)
         done.append(i)
-        model = tune(pruned[i])
-        f = Finalist(finalists[i].evaluation, finalists[i].speedup, accuracy(model.model, evaluator.val, threads=evaluator.threads),
+        model = tune(start)
+        f = Finalist(finalists[i].evaluation, speedup, accuracy(model.model, evaluator.val, threads=evaluator.threads),
                      val_loss(model.model, evaluator.val, threads=evaluator.threads), model)
         finalists[i] = f
         if on_finalist is not None:

@@ -5,7 +5,8 @@ compression view run.
     train     the dense model, from scratch, on the training split
     search    TD3 episodes over the gymnasium env: each one a real prune, short fine-tune, held-out
               accuracy (validation split) and cycles
-    deploy    the search's finalists re-measured and each given the deployment fine-tune, the one
+    deploy    the search's finalists re-measured, given back the channels the target does not charge
+              for (grow.py), and each given the deployment fine-tune, the one
               most accurate on the validation split chosen (finalists.py), tested on the test split
               (never seen by the search or the choice), re-measured interleaved with the dense
               model, exported only when both thresholds hold
@@ -60,6 +61,7 @@ class CompressConfig:
     search_repeats: int = 5  # measured steps per model per episode
     deploy_repeats: int = 21
     finalists: int = 3  # at least this many configurations get the deployment fine-tune, compared on validation (finalists.py)
+    free_channels: bool = True  # each finalist first takes back the channels its target does not charge for (grow.py)
     max_sparsity: float = DEFAULT_MAX_SPARSITY
     out: str | None = None  # export directory (default: the data directory's compressed/)
     export: bool = True
@@ -263,12 +265,13 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
         say(ev.StageStarted("deploy", f"re-measuring the search's best configurations, fine-tuning at least {config.finalists}"
                                       f" for {config.deploy_epochs:g} epochs each, choosing on the validation split"))
         final, finalists = choose(evaluations, count=config.finalists, target_speedup=config.target_speedup, evaluator=evaluator,
-                                  tune=tune, repeats=config.deploy_repeats, budget_s=search_seconds)
+                                  tune=tune, repeats=config.deploy_repeats, budget_s=search_seconds, free_channels=config.free_channels)
         if final is not None:
             chosen, pruned = final.evaluation, final.pruned
         else:  # nothing was fast enough in the search: its most rewarded configuration, for the verdict to judge
             pruned = tune(evaluator.prune(chosen.sparsity))
-        say(ev.StageStarted("deploy", f"deploying episode {evaluations.index(chosen) + 1}'s configuration, re-measuring"))
+        grown = f" grown to {'/'.join(map(str, final.kept.values()))} channels" if final is not None and final.grown else ""
+        say(ev.StageStarted("deploy", f"deploying episode {evaluations.index(chosen) + 1}'s configuration{grown}, re-measuring"))
         tuned = Tuned(pruned, accuracy(pruned.model, test, threads=threads))  # the test split, read once, after every choice
         measured = remeasure(dense, {"pruned": tuned.pruned.model}, shape, classes, batch=timing_batch, threads=threads, repeats=config.deploy_repeats, seed=config.seed)
         predicted = predicted_on(machines, dense, tuned.pruned.model, shape, classes, timing_batch)

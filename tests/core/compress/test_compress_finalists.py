@@ -12,6 +12,7 @@ from trainpilot.compress import finalists as fin
 from trainpilot.compress.cycles import StepTimes
 from trainpilot.compress.evaluate import Evaluation
 from trainpilot.compress.finetune import Tensors
+from trainpilot.compress.grow import Grown
 from trainpilot.compress.prune import PrunedModel
 from trainpilot.compress.reward import Reward
 
@@ -34,7 +35,8 @@ def world(monkeypatch):
     accuracy and loss after the fine-tune. Records every split the choice reads."""
     val = Tensors(torch.zeros(4, 1), torch.zeros(4, dtype=torch.long))
     evaluator = SimpleNamespace(target=SimpleNamespace(is_described=False), val=val, threads=1,
-                                prune=lambda s: PrunedModel(Tagged((round(16 * (1 - s["a"])), round(32 * (1 - s["b"])))), s, {}))
+                                prune=lambda s: PrunedModel(Tagged((round(16 * (1 - s["a"])), round(32 * (1 - s["b"])))), s,
+                                                            {"a": round(16 * (1 - s["a"])), "b": round(32 * (1 - s["b"]))}))
     figures: dict[tuple[int, ...], dict[str, float]] = {}
     read: list[object] = []
     tuned: list[tuple[int, ...]] = []
@@ -55,6 +57,7 @@ def world(monkeypatch):
         return pruned
 
     monkeypatch.setattr(fin, "measure_finalists", measure)
+    monkeypatch.setattr(fin, "grow", lambda _ev, start, **_k: Grown(start, None, 0))  # growth: test_compress_grow.py
     monkeypatch.setattr(fin, "accuracy", acc)
     monkeypatch.setattr(fin, "val_loss", loss)
     return SimpleNamespace(evaluator=evaluator, figures=figures, read=read, tuned=tuned, tune=tune, val=val)
@@ -128,3 +131,32 @@ def test_predicted_cycles_are_not_re_measured(world, monkeypatch) -> None:
     chosen, _ = fin.choose([evaluation((8, 16), 0.95, 1.7)], count=3, target_speedup=1.5, evaluator=world.evaluator,
                            tune=world.tune, repeats=3)
     assert chosen.speedup == pytest.approx(1.7)
+
+
+def test_finalists_are_fine_tuned_as_grown_and_one_grown_configuration_once(world, monkeypatch) -> None:
+    """Both finalists grow into 8/16 (the channels they left cost nothing): 8/16 is fine-tuned once,
+    with its own confirmed speed-up, and the report keeps the search's configuration beside it."""
+    evals = [evaluation((7, 14), 0.95, 1.80), evaluation((6, 12), 0.94, 1.90), evaluation((4, 8), 0.90, 2.40)]
+    world.figures.update({(7, 14): dict(speedup=1.8), (6, 12): dict(speedup=1.9), (4, 8): dict(speedup=2.4),
+                          (8, 16): dict(val=0.95, loss=0.1), (5, 10): dict(val=0.93, loss=0.2)})
+    into = {(7, 14): (8, 16), (6, 12): (8, 16), (4, 8): (5, 10)}
+
+    def grow(evaluator, start, *, threshold, repeats):
+        assert threshold == pytest.approx(1.5 * fin.SPEED_MARGIN)
+        k = into[start.model.kept]
+        return Grown(PrunedModel(Tagged(k), {}, {"a": k[0], "b": k[1]}), 1.6, 5)
+
+    monkeypatch.setattr(fin, "grow", grow)
+    chosen, finalists = fin.choose(evals, count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
+    assert world.tuned == [(8, 16), (5, 10)]
+    assert chosen.kept == {"a": 8, "b": 16} and chosen.grown and chosen.speedup == pytest.approx(1.6)
+    assert chosen.to_dict()["search_kept_channels"] == {"a": 7, "b": 14} and chosen.to_dict()["kept_channels"] == {"a": 8, "b": 16}
+    assert finalists[1].val_loss is None  # 6/12 grew into 8/16 as well: not fine-tuned twice
+
+
+def test_without_free_channels_nothing_grows(world, monkeypatch) -> None:
+    monkeypatch.setattr(fin, "grow", lambda *a, **k: pytest.fail("--no-free-channels"))
+    world.figures.update({(8, 16): dict(speedup=1.7, val=0.9, loss=0.1)})
+    chosen, _ = fin.choose([evaluation((8, 16), 0.95, 1.7)], count=3, target_speedup=1.5, evaluator=world.evaluator,
+                           tune=world.tune, repeats=3, free_channels=False)
+    assert not chosen.grown

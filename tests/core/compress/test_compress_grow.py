@@ -1,0 +1,77 @@
+"""Free channels (grow.py): a configuration takes back, per layer, the most channels that keep the
+speed-up at the threshold; step time that falls in steps is what makes channels free."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from trainpilot.compress.cycles import StepTimes
+from trainpilot.compress.grow import grow, sparsity_for
+from trainpilot.compress.prune import PrunedModel
+
+FULL = {"a": 16, "b": 32}
+
+
+class StepFunctionMachine:
+    """A stand-in target whose step time falls in blocks of 8 channels, as oneDNN's kernels do:
+    a model's cost is the number of 8-channel blocks it keeps (the dense one: 2 + 4 = 6). Counts
+    the configurations it was asked to time."""
+
+    def __init__(self, second_time: float = 1.0):
+        self.layers = SimpleNamespace(prunable=[SimpleNamespace(name=n, out_channels=c) for n, c in FULL.items()])
+        self.timed: list[dict[str, int]] = []
+        self.second_time = second_time  # step time factor when a configuration is timed again
+
+    def prune(self, sparsity):
+        kept = {n: round(FULL[n] * (1 - sparsity.get(n, 0.0))) for n in FULL}
+        return PrunedModel(SimpleNamespace(kept=kept), sparsity, kept)
+
+    def cycles(self, model, repeats):
+        factor = self.second_time if model.kept in self.timed else 1.0
+        self.timed.append(dict(model.kept))
+        blocks = sum(-(-k // 8) for k in model.kept.values())
+        return StepTimes("measured", {"dense": 6.0, "pruned": blocks * factor}, 64, "test")
+
+
+def start(machine, a, b):
+    return machine.prune(sparsity_for({"a": a, "b": b}, FULL))
+
+
+def test_channels_inside_the_step_come_back():
+    machine = StepFunctionMachine()
+    grown = grow(machine, start(machine, 5, 11), threshold=1.5, repeats=3)  # 1 + 2 blocks: 2.0x
+    # a: 8 keeps one block; 9 would make it two (6/4 = 1.5x, still at the threshold) ... up to 16
+    assert grown.pruned.kept == {"a": 16, "b": 16}  # 2 + 2 blocks = 1.5x; b: 17 would be 6/5 = 1.2x
+    assert grown.speedup == pytest.approx(1.5) and grown.probes == len(machine.timed)
+
+
+def test_a_higher_threshold_keeps_fewer():
+    machine = StepFunctionMachine()
+    grown = grow(machine, start(machine, 5, 11), threshold=1.9, repeats=3)
+    assert grown.pruned.kept == {"a": 8, "b": 16}  # 1 + 2 blocks = 2.0x; any more costs a block
+
+
+def test_nothing_to_take_back_leaves_the_configuration():
+    machine = StepFunctionMachine()
+    begin = start(machine, 8, 16)  # both at a block's edge: 2.0x
+    grown = grow(machine, begin, threshold=1.9, repeats=3)
+    assert grown.pruned is begin and grown.speedup is None
+
+
+def test_a_confirmation_below_the_threshold_keeps_the_start():
+    """The bisection's accepting measurement was lucky; the confirming one is not."""
+    machine = StepFunctionMachine(second_time=1.5)
+    begin = start(machine, 5, 11)
+    grown = grow(machine, begin, threshold=1.9, repeats=3)
+    assert grown.pruned is begin and grown.speedup is None
+
+
+def test_real_measurement_never_gives_fewer_channels(evaluator):
+    """On this machine, measured: the grown small_cnn keeps at least what it started with, and
+    when it grew its confirmed speed-up is at the threshold."""
+    begin = evaluator.prune({"features.0": 0.5, "features.3": 0.75})
+    threshold = evaluator.cycles(begin.model, 9).speedup("pruned") * 0.9
+    grown = grow(evaluator, begin, threshold=threshold, repeats=9)
+    assert all(grown.pruned.kept[n] >= begin.kept[n] for n in begin.kept)
+    assert grown.speedup is None or grown.speedup >= threshold
