@@ -262,7 +262,8 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
             return deployment_fine_tune(pruned, train, epochs=config.deploy_epochs, batch=config.batch_size, seed=config.seed,
                                         threads=threads, teacher=dense)
 
-        say(ev.StageStarted("deploy", f"re-measuring the search's best configurations, fine-tuning at least {config.finalists}"
+        free = ", giving back free channels" if config.free_channels else ""
+        say(ev.StageStarted("deploy", f"re-measuring the search's best configurations{free}, fine-tuning at least {config.finalists}"
                                       f" for {config.deploy_epochs:g} epochs each, choosing on the validation split"))
         final, finalists = choose(evaluations, count=config.finalists, target_speedup=config.target_speedup, evaluator=evaluator,
                                   tune=tune, repeats=config.deploy_repeats, budget_s=search_seconds, free_channels=config.free_channels)
