@@ -4,7 +4,7 @@ iterated, as `trainpilot headless run` does) and under the Textual app (live har
 
     python benchmarks/tui_overhead.py --all                   # every zoo model at the plan the agent picks, one table
     python benchmarks/tui_overhead.py --model mlp --threads 2 # one model at a fixed plan
-    python benchmarks/tui_overhead.py --all --repeats 3       # median of 3 interleaved runs of each (busy machines)
+    python benchmarks/tui_overhead.py --all --repeats 3       # 3 interleaved pairs; the median of their ratios (busy machines)
 
 Every run is a fresh process, as a user's `trainpilot headless run` or `trainpilot-tui` is: in one
 process, the OpenMP thread team of one mode's training thread stays behind and slows the other's
@@ -54,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle-s", type=float, default=None, help="the app's settle time before the run starts (default: the app's own; 0: start at once, as before)")
     parser.add_argument("--in-thread", action="store_true",
                         help="run the app's session in a thread of the app, as before it had a process of its own (for comparison)")
-    parser.add_argument("--repeats", type=int, default=1, help="runs of each mode, interleaved; the median is compared")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each mode, interleaved in pairs; the median of the pairs' ratios is compared")
     parser.add_argument("--child", choices=("headless", "tui"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -196,7 +196,9 @@ def measure(args: argparse.Namespace, model: str, threads: int | None) -> dict[s
         out[mode] = {"plan": " / ".join(sorted(plans)), "train_s": statistics.median(r["train_s"] for r in rs),
                      "ui_cores": statistics.median((r["ui_cores"] or 0.0) for r in rs),
                      "app_thread_cores": statistics.median(r.get("app_thread_cores", 0.0) for r in rs)}
-    out["ratio"] = out["tui"]["train_s"] / out["headless"]["train_s"]
+    # Each app run against the headless run just before it: a slow stretch of a shared machine that
+    # covers both cancels out of their ratio, where it would stay in a ratio of medians taken apart.
+    out["ratio"] = statistics.median(t["train_s"] / h["train_s"] for h, t in zip(runs["headless"], runs["tui"]))
     # the machine's own noise in the same minutes: how far apart the same headless run came out
     headless = [r["train_s"] for r in runs["headless"]]
     out["noise"] = max(headless) / min(headless) if min(headless) > 0 else float("nan")
@@ -237,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((model, measure(args, model, threads)))
     fixed = f"cpu x{threads} in both" if threads else "each mode at its agent's plan"
     settle = "the app's default" if args.settle_s is None else f"{args.settle_s:g} s"
-    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {args.refresh_hz:g} Hz, settle {settle}, median of {max(1, args.repeats)}")
+    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {args.refresh_hz:g} Hz, settle {settle}; times: medians of {max(1, args.repeats)} runs; app/headless: median of {max(1, args.repeats)} paired ratios")
     w = max([16] + [len(m[k]["plan"]) for _, m in rows for k in ("headless", "tui")])
     header = f"{'model':<12} {'epochs':>6} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'app/headless':>12}  {'noise':>6}"
     print(header)
