@@ -26,7 +26,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="small_cnn", choices=("small_cnn", "wide_cnn"))
     parser.add_argument("--dataset", default="digits", choices=("digits", "demo"))
-    parser.add_argument("--demo-samples", type=int, default=4800)
+    parser.add_argument("--demo-samples", type=int, default=None, help="size of the generated demo set (default: compress.py's full run)")
     parser.add_argument("--kept", nargs="+", default=["8/11", "7/15", "8/16", "10/16", "12/16"],
                         help="channels kept per prunable layer, e.g. 8/16 (one number per layer)")
     parser.add_argument("--seeds", type=int, default=3, help="fine-tune seeds per configuration")
@@ -37,8 +37,9 @@ def main() -> int:
 
     from compress import DEMO_SAMPLES, FULL, digits  # the benchmark's own data and budgets
     from trainpilot.compress.deploy import deployment_fine_tune
-    from trainpilot.compress.finetune import LEARNING_RATE, accuracy, mean_loss, steps_for_epochs, tensors, train_steps
-    from trainpilot.compress.job import split_three
+    from trainpilot.compress.finetune import accuracy, mean_loss, tensors
+    from trainpilot.compress.grow import sparsity_for
+    from trainpilot.compress.job import split_three, train_dense
     from trainpilot.compress.prune import check_prunable, prune
     from trainpilot.data import demo_dataset
     from trainpilot.workload import build_model
@@ -49,9 +50,9 @@ def main() -> int:
     torch.manual_seed(0)
     dense = build_model(args.model, shape, data.num_classes)
     layers = check_prunable(dense, shape)
-    names = [layer.name for layer in layers.prunable]
-    channels = [layer.out_channels for layer in layers.prunable]
-    train_steps(dense, train, steps=steps_for_epochs(FULL["dense_epochs"], len(train), batch), batch=batch, lr=LEARNING_RATE, seed=0, threads=threads)
+    full = {layer.name: layer.out_channels for layer in layers.prunable}
+    names, channels = list(full), list(full.values())
+    train_dense(dense, train, epochs=FULL["dense_epochs"], batch=batch, seed=0, threads=threads)
     dense_test = accuracy(dense, test, threads=threads)
     print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
           f" {len(val)} validation; prunable layers {'/'.join(map(str, channels))} channels; {args.seeds} fine-tune seeds each")
@@ -62,7 +63,7 @@ def main() -> int:
             parser.error(f"--kept {kept_text}: give one count per prunable layer, each 1..{'/'.join(map(str, channels))}")
         drops, accs, losses = [], [], []
         for seed in range(args.seeds):
-            pruned = prune(dense, layers, {n: 1.0 - k / c for n, k, c in zip(names, kept, channels)}, shape)
+            pruned = prune(dense, layers, sparsity_for(dict(zip(names, kept)), full), shape)
             pruned = deployment_fine_tune(pruned, train, epochs=FULL["deploy_epochs"], batch=batch, seed=seed, threads=threads, teacher=dense)
             drops.append((dense_test - accuracy(pruned.model, test, threads=threads)) * 100.0)
             accs.append(accuracy(pruned.model, val, threads=threads))

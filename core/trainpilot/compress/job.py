@@ -178,6 +178,12 @@ def split_three(data: Any, seed: int) -> tuple[Any, Any, Any]:
     return train, val, test
 
 
+def train_dense(model: Any, train: Any, *, epochs: float, batch: int, seed: int, threads: int) -> None:
+    """Train the dense model the job compresses, from scratch, in place (the recipe every dense
+    model here gets, benchmarks/compress_resolution.py's too)."""
+    train_steps(model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=LEARNING_RATE, seed=seed, threads=threads)
+
+
 def plan_threads(model: Any, data: Any, batch: int) -> tuple[int, str]:
     """The CPU thread count the agent plans for training the dense model here (its cost model; the
     rule cascade on a machine not calibrated yet), and the reason."""
@@ -227,8 +233,7 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
 
     say(ev.StageStarted("train", f"training dense {spec.name} for {config.dense_epochs:g} epochs on {len(train)} samples ({threads} thread(s))"))
     t0 = time.perf_counter()
-    train_steps(dense, train, steps=steps_for_epochs(config.dense_epochs, len(train), config.batch_size), batch=config.batch_size,
-                lr=LEARNING_RATE, seed=config.seed, threads=threads)
+    train_dense(dense, train, epochs=config.dense_epochs, batch=config.batch_size, seed=config.seed, threads=threads)
     dense_val, dense_test = accuracy(dense, val, threads=threads), accuracy(dense, test, threads=threads)
     say(ev.DenseTrained(dense_val, dense_test, time.perf_counter() - t0, threads, why, layers.prunable))
 
