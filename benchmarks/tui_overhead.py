@@ -1,6 +1,6 @@
 """How much does the terminal app slow training down? The same job headless (the session's events
 iterated, as `trainpilot headless run` does) and under the Textual app (live hardware sampling at
-2 Hz, every panel drawing), compared on the training time the core measures.
+the app's default rate, every panel drawing), compared on the training time the core measures.
 
     python benchmarks/tui_overhead.py --all                   # every zoo model at the plan the agent picks, one table
     python benchmarks/tui_overhead.py --model mlp --threads 2 # one model at a fixed plan
@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=9600, help="size of the demo set (4x the bundled 2,400: epochs of seconds, as real ones are)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=None, help="a fixed CPU plan for both modes (without --all; default: the agent decides)")
-    parser.add_argument("--refresh-hz", type=float, default=2.0, help="hardware sampling rate of the app")
+    parser.add_argument("--refresh-hz", type=float, default=None, help="hardware sampling rate of the app (default: the app's own, 1 Hz)")
     parser.add_argument("--size", default="160x48", help="terminal size the app lays out for, WxH")
     parser.add_argument("--settle-s", type=float, default=None, help="the app's settle time before the run starts (default: the app's own; 0: start at once, as before)")
     parser.add_argument("--in-thread", action="store_true",
@@ -80,7 +80,7 @@ def headless_run(config: Any, dataset: Any) -> Any:
     return session, {}
 
 
-def tui_run(config: Any, dataset: Any, refresh_hz: float, size: tuple[int, int], settle_s: float | None = None,
+def tui_run(config: Any, dataset: Any, refresh_hz: float | None, size: tuple[int, int], settle_s: float | None = None,
             in_thread: bool = False) -> Any:
     from trainpilot.session import TrainingSession
     from trainpilot.session_process import ProcessSession
@@ -93,7 +93,9 @@ def tui_run(config: Any, dataset: Any, refresh_hz: float, size: tuple[int, int],
         return sessions[-1]
 
     options = {} if settle_s is None else {"settle_s": settle_s}
-    app = TrainPilotApp(config, session_factory=factory, refresh_hz=refresh_hz, discover_user_themes=False, **options)
+    if refresh_hz is not None:
+        options["refresh_hz"] = refresh_hz
+    app = TrainPilotApp(config, session_factory=factory, discover_user_themes=False, **options)
     frames = 0
 
     async def drive() -> tuple[float, float]:
@@ -152,7 +154,9 @@ def child(args: argparse.Namespace) -> int:
 
 def run_child(mode: str, args: argparse.Namespace, model: str, threads: int | None, epochs: int | None = None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", mode, "--model", model, "--epochs", str(epochs or args.epochs), "--samples", str(args.samples),
-           "--batch-size", str(args.batch_size), "--refresh-hz", str(args.refresh_hz), "--size", args.size]
+           "--batch-size", str(args.batch_size), "--size", args.size]
+    if args.refresh_hz is not None:
+        cmd += ["--refresh-hz", str(args.refresh_hz)]
     if threads:
         cmd += ["--threads", str(threads)]
     if args.settle_s is not None:
@@ -238,8 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{model}: headless and app runs ...")
         rows.append((model, measure(args, model, threads)))
     fixed = f"cpu x{threads} in both" if threads else "each mode at its agent's plan"
+    from trainpilot_tui.app.app import DEFAULT_REFRESH_HZ
+
+    refresh_hz = args.refresh_hz if args.refresh_hz is not None else DEFAULT_REFRESH_HZ
     settle = "the app's default" if args.settle_s is None else f"{args.settle_s:g} s"
-    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {args.refresh_hz:g} Hz, settle {settle}; times: medians of {max(1, args.repeats)} runs; app/headless: median of {max(1, args.repeats)} paired ratios")
+    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {refresh_hz:g} Hz, settle {settle}; times: medians of {max(1, args.repeats)} runs; app/headless: median of {max(1, args.repeats)} paired ratios")
     w = max([16] + [len(m[k]["plan"]) for _, m in rows for k in ("headless", "tui")])
     header = f"{'model':<12} {'epochs':>6} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'app/headless':>12}  {'noise':>6}"
     print(header)

@@ -146,6 +146,8 @@ class TrainingSession:
         self._energy: Any = None  # energy.EnergyMeter, started when training starts
         self._epoch_mark: Any = None  # the energy meter's reading when the epoch in progress began
         self._ui_steady: float | None = None  # the caller's UI's steady load (expect_ui_load)
+        self.progress_interval_s = STEP_EVENT_INTERVAL_S  # least time between StepProgressed events (show_progress_every)
+        self._progress_sent_at = float("-inf")  # across epochs: a 0.1-s epoch does not restart the pace
         self._backends = self._backend_resolver()
 
     def expect_ui_load(self, cores: float) -> None:
@@ -153,6 +155,12 @@ class TrainingSession:
         over. The agent then plans for that, not for what the UI's threads happened to use in the
         0.3 s it observes (the app drawing the run's first events: a transient the run never meets)."""
         self._ui_steady = max(float(cores), 0.0)
+
+    def show_progress_every(self, seconds: float) -> None:
+        """Send step progress at most once in `seconds` (the last step of an epoch always goes).
+        A caller that paints less often than the default 20 times a second says so: every event it
+        would drop costs it a message to receive and handle, taken from the training it shows."""
+        self.progress_interval_s = max(float(seconds), 0.0)
 
     def _backend_resolver(self) -> Any:
         from .backends import session_backends
@@ -352,7 +360,6 @@ class TrainingSession:
         assert trainer is not None
         steps_per_epoch = trainer.steps_per_epoch
         epoch_start = time.perf_counter()
-        last_emit = 0.0
         for step_index in range(first_step, steps_per_epoch):
             # Step boundary: apply what other threads asked for.
             self._position = (epoch, step_index, totals)
@@ -370,8 +377,8 @@ class TrainingSession:
             totals.correct += result.correct
             totals.seen += result.seen
             now = time.perf_counter()
-            if now - last_emit >= STEP_EVENT_INTERVAL_S or result.step == steps_per_epoch:
-                last_emit = now
+            if now - self._progress_sent_at >= self.progress_interval_s or result.step == steps_per_epoch:
+                self._progress_sent_at = now
                 eta = self._eta(epoch, result.step, steps_per_epoch, load)
                 low, high = self._bounds(self.plan, eta)
                 yield ev.StepProgressed(self.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, eta, low, high)
@@ -751,6 +758,8 @@ class TrainingSession:
     def _finish(self, status: str, message: str) -> ev.RunFinished:
         if self._energy is not None:
             self._energy.close()
+        if self._log is not None:
+            self._log.close()  # the run's progress connection; the end is written on one of its own
         result = self.result(status, message)
         met = None
         if self._meter is not None and self._orchestrator is not None:

@@ -13,7 +13,8 @@ would inherit locks they hold). Two pipes:
 
     events   child -> parent: every event, pickled (they are frozen dataclasses), then None
     control  parent -> child: ("start", ui_cores) | ("pause" | "resume" | "stop", reason) |
-             ("override", (backend, threads, mode)), answered with ("ok", Availability)
+             ("progress", seconds) | ("override", (backend, threads, mode)), answered with
+             ("ok", Availability)
 
 When the parent goes away (quit, crash, kill -9), the child reads end-of-file on the control pipe
 and stops the run at the next step boundary with a checkpoint, as a quit would: nothing is lost
@@ -82,6 +83,11 @@ class ProcessSession:
     def expect_ui_load(self, cores: float) -> None:
         """The caller's UI's steady load (cores); told to the child's session when the run starts."""
         self._ui_steady = max(float(cores), 0.0)
+
+    def show_progress_every(self, seconds: float) -> None:
+        """As TrainingSession's: step progress at most once in `seconds` (fewer events to pickle,
+        send, receive and handle, for a caller that paints no more often than that)."""
+        self._tell("progress", max(float(seconds), 0.0))
 
     def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability:
         answer = self._ask("override", (backend, threads, mode))
@@ -245,6 +251,8 @@ def _obey(session: Any, control: Any, state: _State) -> None:
             if not state.start.is_set():
                 state.abandoned = True
                 state.start.set()
+        elif command == "progress":
+            session.show_progress_every(value)
         elif command == "pause":
             session.pause()
         elif command == "resume":

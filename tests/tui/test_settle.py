@@ -1,5 +1,5 @@
 """The app starts the run only once its own start-up is over, and tells the session the load it
-adds while settled (issue 12, point 3: start-up rendering landed inside mlp's 0.06 s epochs, and
+adds while settled and how often it paints progress (issue 12, point 3: start-up rendering landed inside mlp's 0.06 s epochs, and
 the agent, glancing at the machine while the app was still starting, picked fewer threads)."""
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ class StatingSession(ScriptedSession):
 
     def expect_ui_load(self, cores: float) -> None:
         self.told = cores
+
+    def show_progress_every(self, seconds: float) -> None:
+        self.paced = seconds
 
     def events(self):  # type: ignore[no-untyped-def]
         self.started_at = time.perf_counter()
@@ -42,4 +45,6 @@ async def test_the_run_starts_after_the_first_frame_and_settling_with_the_steady
         assert session.started_at - mounted >= 0.3  # not at mount: after the first frame and the settle time
         assert app.ui_steady_cores is not None and 0.0 <= app.ui_steady_cores < 1.5
         assert session.told == app.ui_steady_cores  # the agent plans for the app's steady load
+        # step progress comes no faster than the app paints it: at the default 1 Hz, a step event a second
+        assert session.paced == app.main.progress_interval_s == 1.0 / app.refresh_hz
         await wait_until(pilot, lambda: not app.running, what="the run's end")

@@ -36,7 +36,10 @@ from .screens import BackendChooser, ConfirmQuit, MainScreen, RunPicker
 from .themes import DEFAULT_THEME, SHIPPED_THEMES, discover_themes
 from .trace import TraceEntry
 
-DEFAULT_REFRESH_HZ = 2.0
+# Hardware sampling and painting, per second. 1 Hz, as top and nvtop refresh: the app's CPU is
+# taken from the training it shows (on a 2-core machine both cores train), and at 2 Hz it used
+# about twice as much (benchmarks/tui_overhead.py prints it as "UI load").
+DEFAULT_REFRESH_HZ = 1.0
 # After the first screen is drawn, the app waits this long before the run starts, measuring its own
 # CPU over the last SETTLE_MEASURE_S of it: start-up work (layout, the first frames, imports on
 # first use) then no longer lands in the run's first epochs, and the agent is told the app's
@@ -218,6 +221,12 @@ class TrainPilotApp(App[int]):
         expect = getattr(session, "expect_ui_load", None)  # scripted sessions may not take it
         if expect is not None and self.ui_steady_cores is not None:
             expect(self.ui_steady_cores)
+        # Progress is painted once a refresh interval: a step event more often than that is one
+        # more message to receive and handle (the default 20 a second doubled the app's own load,
+        # 0.035 of a core against 0.017, taken from the training it shows).
+        pace = getattr(session, "show_progress_every", None)
+        if pace is not None:
+            pace(self.main.progress_interval_s)
         self._stream_session(session)
 
     @work(thread=True, group="session", exclusive=True, exit_on_error=False, name="session")

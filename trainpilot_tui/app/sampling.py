@@ -15,7 +15,7 @@ from trainpilot.monitor import AcceleratorSampler, Monitor, UtilizationSample
 
 from .messages import UtilizationSampled
 
-HISTORY_LENGTH = 120  # one minute at 2 Hz: more than the widest sparkline shows
+HISTORY_LENGTH = 120  # two minutes at the default 1 Hz: more than the widest sparkline shows
 
 
 def accelerator_samplers() -> list[AcceleratorSampler]:
