@@ -133,12 +133,14 @@ class RunLog:
         self.history = history
         self.row_id: int | None = None
         self.notes: list[str] = []
+        self._conn: Any = None  # kept open from start to finish: progress is written once an epoch
 
     def start(self, record: "RunRecord") -> None:
         me = this_process()
         try:
             self._close_crashed(record.run_id)
             self.row_id = self.history.start(replace(record, started_at=time.time()), pid=me.pid, host=me.host, process_started_at=me.started_at)
+            self._conn = self.history.connection()
         except Exception as exc:  # noqa: BLE001 - by contract
             self.notes.append(f"could not record the start of run {record.run_id} in the history: {type(exc).__name__}: {exc}")
 
@@ -154,17 +156,27 @@ class RunLog:
         if self.row_id is None:
             return
         try:
-            self.history.progress(self.row_id, checkpoint_epoch=epoch)
+            self.history.progress(self.row_id, checkpoint_epoch=epoch, conn=self._conn)
         except Exception as exc:  # noqa: BLE001 - by contract
             self.notes.append(f"could not record the checkpoint in the history: {type(exc).__name__}: {exc}")
 
     def finish(self, record: "RunRecord", learn: bool) -> None:
+        self.close()
         if self.row_id is None:
             return
         try:
             self.history.finish(self.row_id, record, learn=learn)
         except Exception as exc:  # noqa: BLE001 - by contract
             self.notes.append(f"could not record the end of run {record.run_id} in the history: {type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        """Let go of the progress connection (finish does; so does a run that ends without one)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - by contract
+                pass
 
 
 def history_of(predictor: Any) -> "History | None":

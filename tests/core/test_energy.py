@@ -114,6 +114,37 @@ def test_estimate_counts_other_processes_when_asked() -> None:
     assert 10.0 * 0.3 <= estimate.read_j() <= 10.0 * 0.7
 
 
+def test_children_are_looked_for_once_a_poll_interval_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walking /proc for children costs ~0.5 ms: an epoch's two readings must not each pay it (they
+    did, part of what benchmarks/overhead.py measured TrainPilot adding to an epoch), yet a child
+    that appears between two looks is still counted."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    looks: list[float] = []
+    children = psutil.Process.children
+
+    def counted(self, *a, **k):  # type: ignore[no-untyped-def]
+        looks.append(time.monotonic())
+        return children(self, *a, **k)
+
+    monkeypatch.setattr(psutil.Process, "children", counted)
+    estimate = CpuTimeEstimate(10.0, "est.: 10 W")
+    estimate.poll_interval_s = 0.2
+    for _ in range(50):
+        estimate.read_j()
+    assert len(looks) == 1  # at creation; the readings right after it read the processes already known
+    child = subprocess.Popen([sys.executable, "-c", "import time\nend=time.process_time()+0.6\nwhile time.process_time()<end: pass"])
+    before = estimate.cpu_seconds()
+    while child.poll() is None:
+        estimate.read_j()
+        time.sleep(0.02)
+    assert estimate.cpu_seconds() - before >= 0.3  # the child, seen at a later look, counts
+    assert all(b - a >= 0.2 for a, b in zip(looks, looks[1:]))
+
+
 def test_a_bad_watts_figure_is_one_clear_error() -> None:
     with pytest.raises(ConfigError, match="TRAINPILOT_CPU_WATTS_PER_CORE"):
         machine_figures({"TRAINPILOT_CPU_WATTS_PER_CORE": "lots"})

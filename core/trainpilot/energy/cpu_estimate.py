@@ -4,6 +4,11 @@ CPU seconds (user + system, from psutil) are the measured utilisation: a run tha
 busy for 3 s used 6 CPU-seconds, whatever its thread count says. By default this process and its
 children count (a parent that launched the ranks of a distributed run meters all of them); a
 process seen once keeps the CPU time it had at its last reading after it exits.
+
+Looking for children walks all of /proc (psutil reads every process's parent): about 0.5 ms, and
+twice an epoch it was a measurable part of what TrainPilot adds to an epoch (benchmarks/overhead.py).
+So children are looked for at most once a poll interval, which the meter's background thread
+keeps to; a reading between looks reads the processes already known.
 """
 from __future__ import annotations
 
@@ -41,17 +46,23 @@ class CpuTimeEstimate:
         self._lock = threading.Lock()
         self._start: dict[int, float] = {}
         self._last: dict[int, float] = {}
+        self._known: list[psutil.Process] = []
+        self._looked_at = float("-inf")  # time.monotonic() of the last look for children
         self._read_cpu()
         self._start = dict(self._last)
 
     def _processes(self) -> list[psutil.Process]:
         if self._fixed is not None:
             return self._fixed
-        me = psutil.Process(os.getpid())
-        try:
-            return [me, *me.children(recursive=True)]
-        except psutil.Error:
-            return [me]
+        now = time.monotonic()
+        if now - self._looked_at >= self.poll_interval_s:
+            self._looked_at = now
+            me = psutil.Process(os.getpid())
+            try:
+                self._known = [me, *me.children(recursive=True)]
+            except psutil.Error:
+                self._known = [me]
+        return self._known
 
     def _read_cpu(self) -> float:
         for proc in self._processes():
