@@ -2,9 +2,9 @@
 iterated, as `trainpilot headless run` does) and under the Textual app (live hardware sampling at
 the app's default rate, every panel drawing), compared on the training time the core measures.
 
-    python benchmarks/tui_overhead.py --all                   # every zoo model at the plan the agent picks, one table
+    python benchmarks/tui_overhead.py --all                   # every zoo model at the plan the agent picks, one table (~9 min here)
     python benchmarks/tui_overhead.py --model mlp --threads 2 # one model at a fixed plan
-    python benchmarks/tui_overhead.py --all --repeats 3       # 3 interleaved pairs; the median of their ratios (busy machines)
+    python benchmarks/tui_overhead.py --all --repeats 6       # 6 pairs instead of 4 (busy machines)
 
 Every run is a fresh process, as a user's `trainpilot headless run` or `trainpilot-tui` is: in one
 process, the OpenMP thread team of one mode's training thread stays behind and slows the other's
@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle-s", type=float, default=None, help="the app's settle time before the run starts (default: the app's own; 0: start at once, as before)")
     parser.add_argument("--in-thread", action="store_true",
                         help="run the app's session in a thread of the app, as before it had a process of its own (for comparison)")
-    parser.add_argument("--repeats", type=int, default=1, help="runs of each mode, interleaved in pairs; the median of the pairs' ratios is compared")
+    parser.add_argument("--repeats", type=int, default=4,
+                        help="runs of each mode, in pairs, headless first and app first in turn; the median of the pairs' ratios is compared (default 4)")
     parser.add_argument("--child", choices=("headless", "tui"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -191,8 +192,11 @@ def epochs_for(args: argparse.Namespace, model: str, threads: int | None) -> int
 def measure(args: argparse.Namespace, model: str, threads: int | None) -> dict[str, Any]:
     epochs = epochs_for(args, model, threads)
     runs: dict[str, list[dict[str, Any]]] = {"headless": [], "tui": []}
-    for _ in range(max(1, args.repeats)):  # interleaved, so a slow minute of a shared machine hits both
-        for mode in runs:
+    for i in range(max(1, args.repeats)):
+        # Interleaved, so a slow minute of a shared machine hits both, and in turn headless first,
+        # then the app first (ABBA): always running the app second charged it with any steady
+        # drift of the machine's speed.
+        for mode in (("headless", "tui") if i % 2 == 0 else ("tui", "headless")):
             runs[mode].append(run_child(mode, args, model, threads, epochs))
     out: dict[str, Any] = {"epochs": epochs}
     for mode, rs in runs.items():
