@@ -147,7 +147,6 @@ class TrainingSession:
         self._epoch_mark: Any = None  # the energy meter's reading when the epoch in progress began
         self._ui_steady: float | None = None  # the caller's UI's steady load (expect_ui_load)
         self.progress_interval_s = STEP_EVENT_INTERVAL_S  # least time between StepProgressed events (show_progress_every)
-        self._progress_sent_at = float("-inf")  # across epochs: a 0.1-s epoch does not restart the pace
         self._backends = self._backend_resolver()
 
     def expect_ui_load(self, cores: float) -> None:
@@ -157,7 +156,7 @@ class TrainingSession:
         self._ui_steady = max(float(cores), 0.0)
 
     def show_progress_every(self, seconds: float) -> None:
-        """Send step progress at most once in `seconds` (the last step of an epoch always goes).
+        """Send step progress at most once in `seconds` (an epoch's first and last steps always go).
         A caller that paints less often than the default 20 times a second says so: every event it
         would drop costs it a message to receive and handle, taken from the training it shows."""
         self.progress_interval_s = max(float(seconds), 0.0)
@@ -360,6 +359,7 @@ class TrainingSession:
         assert trainer is not None
         steps_per_epoch = trainer.steps_per_epoch
         epoch_start = time.perf_counter()
+        last_emit = float("-inf")  # an epoch's first step always goes: a reader sees each epoch begin
         for step_index in range(first_step, steps_per_epoch):
             # Step boundary: apply what other threads asked for.
             self._position = (epoch, step_index, totals)
@@ -377,8 +377,8 @@ class TrainingSession:
             totals.correct += result.correct
             totals.seen += result.seen
             now = time.perf_counter()
-            if now - self._progress_sent_at >= self.progress_interval_s or result.step == steps_per_epoch:
-                self._progress_sent_at = now
+            if now - last_emit >= self.progress_interval_s or result.step == steps_per_epoch:
+                last_emit = now
                 eta = self._eta(epoch, result.step, steps_per_epoch, load)
                 low, high = self._bounds(self.plan, eta)
                 yield ev.StepProgressed(self.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, eta, low, high)

@@ -70,7 +70,7 @@ def test_the_child_paces_step_progress_as_asked(data_dir: str) -> None:
     session.show_progress_every(3600.0)  # told before the run starts, as the app does
     steps = [(e.epoch, e.step, e.steps_per_epoch) for e in session.events() if isinstance(e, ev.StepProgressed)]
     last = steps[-1][2]
-    assert [(epoch, step) for epoch, step, _ in steps] == [(1, 1), (1, last), (2, last)]
+    assert [(epoch, step) for epoch, step, _ in steps] == [(1, 1), (1, last), (2, 1), (2, last)]
 
 
 def test_stopped_before_it_started_the_child_trains_nothing_and_exits(data_dir: str) -> None:
