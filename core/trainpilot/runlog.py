@@ -140,9 +140,13 @@ class RunLog:
         try:
             self._close_crashed(record.run_id)
             self.row_id = self.history.start(replace(record, started_at=time.time()), pid=me.pid, host=me.host, process_started_at=me.started_at)
-            self._conn = self.history.connection()
         except Exception as exc:  # noqa: BLE001 - by contract
             self.notes.append(f"could not record the start of run {record.run_id} in the history: {type(exc).__name__}: {exc}")
+            return
+        try:
+            self._conn = self.history.connection()
+        except Exception:  # noqa: BLE001 - by contract; progress then opens a connection per write, as it did
+            self._conn = None
 
     def _close_crashed(self, run_id: str) -> None:
         """Resuming a crashed run: its earlier attempt's row says "crashed" for good, so only the
