@@ -35,6 +35,8 @@ import tempfile
 import time
 from typing import Any
 
+from paired import bootstrap_median
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from trainpilot.hardware import usable_cpus
@@ -116,15 +118,6 @@ class PilotRun:
             pass
         finished = self.session.finished
         assert finished is not None and finished.status == "success", finished
-
-
-def bootstrap_median(values: list[float], rounds: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """A 90 % percentile-bootstrap interval of the median of `values`."""
-    import random
-
-    rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds))
-    return medians[int(0.05 * rounds)], medians[int(0.95 * rounds) - 1]
 
 
 def main(argv: list[str] | None = None) -> int:

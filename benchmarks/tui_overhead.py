@@ -2,9 +2,9 @@
 iterated, as `trainpilot headless run` does) and under the Textual app (live hardware sampling at
 the app's default rate, every panel drawing), compared on the training time the core measures.
 
-    python benchmarks/tui_overhead.py --all                   # every zoo model at the plan the agent picks, one table (~9 min here)
+    python benchmarks/tui_overhead.py --all                   # every zoo model at the plan the agent picks, one table (15-25 min here)
     python benchmarks/tui_overhead.py --model mlp --threads 2 # one model at a fixed plan
-    python benchmarks/tui_overhead.py --all --repeats 6       # 6 pairs instead of 4 (busy machines)
+    python benchmarks/tui_overhead.py --all --repeats 10      # at least 10 pairs instead of 6
 
 Every run is a fresh process, as a user's `trainpilot headless run` or `trainpilot-tui` is: in one
 process, the OpenMP thread team of one mode's training thread stays behind and slows the other's
@@ -16,7 +16,13 @@ headless one an idle machine, the app's one the machine with its own UI running 
 The app runs under Textual's headless driver (App.run_test): it lays out and renders every frame
 to terminal output as it would on screen; only the final write to a terminal is skipped. Printed
 per model: each mode's plan and training time, the UI's own load during the run, and the ratio
-app / headless (target: at most 1.05), the last line the worst ratio.
+app / headless (target: at most 1.05) with its 90 % interval, the last line the worst ratio.
+
+How many pairs: on this shared 2-core machine one pair's ratio lands anywhere in 0.9-1.15 on a
+noisy hour (large_dense once: 0.77-1.41 over 16 pairs), while the app's cost is a few per cent. So
+each model starts with --repeats pairs, and one whose ratio's 90 % interval still holds the target
+gets more, two at a time (one ABBA block), up to --max-repeats: the time goes to the models whose
+side of the target is in doubt, and a model still in doubt at the end is marked so.
 """
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from paired import bootstrap_median
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 1.05
@@ -54,8 +62,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle-s", type=float, default=None, help="the app's settle time before the run starts (default: the app's own; 0: start at once, as before)")
     parser.add_argument("--in-thread", action="store_true",
                         help="run the app's session in a thread of the app, as before it had a process of its own (for comparison)")
-    parser.add_argument("--repeats", type=int, default=4,
-                        help="runs of each mode, in pairs, headless first and app first in turn; the median of the pairs' ratios is compared (default 4)")
+    parser.add_argument("--repeats", type=int, default=6,
+                        help="runs of each mode, in pairs, headless first and app first in turn; the median of the pairs' ratios is compared (default 6)")
+    parser.add_argument("--max-repeats", type=int, default=16,
+                        help="more pairs, two at a time, for a model whose ratio's 90 %% interval still holds the target"
+                             " after --repeats, up to this many (default 16; --max-repeats 0: exactly --repeats)")
     parser.add_argument("--child", choices=("headless", "tui"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -189,24 +200,43 @@ def epochs_for(args: argparse.Namespace, model: str, threads: int | None) -> int
     return max(args.epochs, math.ceil(args.min_train_s / per_epoch) + 1) if per_epoch > 0 else args.epochs
 
 
-def measure(args: argparse.Namespace, model: str, threads: int | None) -> dict[str, Any]:
+def undecided(pairs: list[float]) -> bool:
+    """Whether the 90 % interval of the pairs' median still holds the target on both sides."""
+    low, high = bootstrap_median(pairs)
+    return low <= TARGET < high
+
+
+def measure(args: argparse.Namespace, model: str, threads: int | None, log: Any = None) -> dict[str, Any]:
     epochs = epochs_for(args, model, threads)
     runs: dict[str, list[dict[str, Any]]] = {"headless": [], "tui": []}
-    for i in range(max(1, args.repeats)):
+
+    def pairs() -> list[float]:
+        # Each app run against the headless run of its pair: a slow stretch of a shared machine that
+        # covers both cancels out of their ratio, where it would stay in a ratio of medians taken apart.
+        return [t["train_s"] / h["train_s"] for h, t in zip(runs["headless"], runs["tui"])]
+
+    i, least = 0, max(1, args.repeats)
+    # more pairs two at a time (one ABBA block), while the interval cannot tell the model's side of the target
+    while i < least or (i > least and i % 2 == 1) or (i < args.max_repeats and undecided(pairs())):
+        if i == least and log is not None:
+            low, high = bootstrap_median(pairs())
+            log(f"  {model}: app/headless {statistics.median(pairs()):.3f}, 90 % interval {low:.3f}-{high:.3f} holds"
+                f" {TARGET:.2f}: more pairs (at most {args.max_repeats})")
         # Interleaved, so a slow minute of a shared machine hits both, and in turn headless first,
         # then the app first (ABBA): always running the app second charged it with any steady
         # drift of the machine's speed.
         for mode in (("headless", "tui") if i % 2 == 0 else ("tui", "headless")):
             runs[mode].append(run_child(mode, args, model, threads, epochs))
+        i += 1
     out: dict[str, Any] = {"epochs": epochs}
     for mode, rs in runs.items():
         plans = {label(r["plan"]) for r in rs}
         out[mode] = {"plan": " / ".join(sorted(plans)), "train_s": statistics.median(r["train_s"] for r in rs),
                      "ui_cores": statistics.median((r["ui_cores"] or 0.0) for r in rs),
                      "app_thread_cores": statistics.median(r.get("app_thread_cores", 0.0) for r in rs)}
-    # Each app run against the headless run just before it: a slow stretch of a shared machine that
-    # covers both cancels out of their ratio, where it would stay in a ratio of medians taken apart.
-    out["ratio"] = statistics.median(t["train_s"] / h["train_s"] for h, t in zip(runs["headless"], runs["tui"]))
+    out["pairs"] = pairs()
+    out["ratio"] = statistics.median(out["pairs"])
+    out["interval"] = bootstrap_median(out["pairs"])
     # the machine's own noise in the same minutes: how far apart the same headless run came out
     headless = [r["train_s"] for r in runs["headless"]]
     out["noise"] = max(headless) / min(headless) if min(headless) > 0 else float("nan")
@@ -244,25 +274,30 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for model in models:
         log(f"{model}: headless and app runs ...")
-        rows.append((model, measure(args, model, threads)))
+        rows.append((model, measure(args, model, threads, log)))
     fixed = f"cpu x{threads} in both" if threads else "each mode at its agent's plan"
     from trainpilot_tui.app.app import DEFAULT_REFRESH_HZ
 
     refresh_hz = args.refresh_hz if args.refresh_hz is not None else DEFAULT_REFRESH_HZ
     settle = "the app's default" if args.settle_s is None else f"{args.settle_s:g} s"
-    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {refresh_hz:g} Hz, settle {settle}; times: medians of {max(1, args.repeats)} runs; app/headless: median of {max(1, args.repeats)} paired ratios")
+    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {refresh_hz:g} Hz, settle {settle}; times: medians of each model's runs; app/headless: median of its paired ratios, {max(1, args.repeats)} pairs or more (up to {args.max_repeats}) while their 90 % interval holds {TARGET:.2f}")
     w = max([16] + [len(m[k]["plan"]) for _, m in rows for k in ("headless", "tui")])
-    header = f"{'model':<12} {'epochs':>6} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'app/headless':>12}  {'noise':>6}"
+    header = f"{'model':<12} {'epochs':>6} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'pairs':>5}  {'app/headless':>12}  {'90 % interval':>13}  {'noise':>6}"
     print(header)
     print("-" * len(header))
     for model, m in rows:
         h, t = m["headless"], m["tui"]
-        ok = "ok" if m["ratio"] <= TARGET else "over"
-        print(f"{model:<12} {m['epochs']:>6} {h['plan']:<{w}} {h['train_s']:>8.2f}s  {t['plan']:<{w}} {t['train_s']:>8.2f}s  {t['ui_cores']:>6.2f} c  {m['ratio']:>12.3f}  x{m['noise']:>5.2f}  {ok}")
+        ok = ("ok" if m["ratio"] <= TARGET else "over") + (" *" if undecided(m["pairs"]) else "")
+        print(f"{model:<12} {m['epochs']:>6} {h['plan']:<{w}} {h['train_s']:>8.2f}s  {t['plan']:<{w}} {t['train_s']:>8.2f}s  {t['ui_cores']:>6.2f} c  {len(m['pairs']):>5}  {m['ratio']:>12.3f}  {m['interval'][0]:>6.3f}-{m['interval'][1]:<6.3f}  x{m['noise']:>5.2f}  {ok}")
+    if any(undecided(m["pairs"]) for _, m in rows):
+        print(f"* its 90 % interval still holds {TARGET:.2f} after {args.max_repeats} pairs: the machine's noise, not the app, decides its side")
+    for model, m in rows:
+        print(f"pairs {model}: " + " ".join(f"{r:.3f}" for r in m["pairs"]))
     worst = max(rows, key=lambda r: r[1]["ratio"])
     verdict = "met" if worst[1]["ratio"] <= TARGET else "NOT met"
     print(f"UI load = cores this process's own threads besides training used during the app's run (the agent counts it as load)")
     if max(1, args.repeats) > 1:
+        print("90 % interval = where the median of the pairs' ratios lies, by bootstrap: how far another run of this table could land")
         print("noise = slowest / fastest of the same model's headless runs, interleaved with the app's: a ratio"
               " within that of 1.00 is the machine's noise as much as the app's cost")
     print(f"worst app/headless: {worst[1]['ratio']:.3f} ({worst[0]}); target <= {TARGET:.2f}: {verdict}")
