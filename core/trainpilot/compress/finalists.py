@@ -15,7 +15,10 @@ search accuracies of 12 candidates spanned 86-93 % while their deployed accuraci
                 not re-measured
     grow        each survivor about to be fine-tuned first takes back the channels its target does
                 not charge for (grow.py: the most per layer that keep the measured speed-up at or
-                above the target x SPEED_MARGIN); two that grow into one configuration are one
+                above the target x SPEED_MARGIN); measured, the survivor cut to the channel grid
+                below (grow.aligned_down: 9/13 -> 8/8) is grown too, and when that grows into
+                something else (8/24) it is a finalist of its own; two that grow into one
+                configuration are one
     fine-tune   the first `count` survivors each get the deployment fine-tune itself (the same
                 recipe the baselines get) and are scored on the VALIDATION split; more of them
                 while the fine-tunes have cost less than the search did (`budget_s`): on a cheap
@@ -41,7 +44,7 @@ from .cycles import StepTimes, measure_steps
 from .evaluate import Evaluation
 from .finetune import accuracy
 from .finetune import mean_loss as val_loss  # what the choice ranks finalists by
-from .grow import grow
+from .grow import aligned_down, grow
 from .prune import PrunedModel
 from .search import SPEED_MARGIN
 
@@ -111,24 +114,42 @@ def choose(evaluations: Sequence[Evaluation], *, count: int, target_speedup: flo
     for i in fast:
         if len(done) >= max(count, 1) and time.perf_counter() - started >= budget_s:
             break
-        start, speedup = pruned[i], finalists[i].speedup
-        if free_channels:
-            grown = grow(evaluator, start, threshold=target_speedup * SPEED_MARGIN, repeats=repeats)
-            if grown.speedup is not None:
-                start, speedup = grown.pruned, grown.speedup
-        key = tuple(start.kept.values())
-        if key in configurations:  # another finalist grew into this configuration: fine-tuned already
-            continue
-        configurations.add(key)
-        done.append(i)
-        model = tune(start)
-        f = Finalist(finalists[i].evaluation, speedup, accuracy(model.model, evaluator.val, threads=evaluator.threads),
-                     val_loss(model.model, evaluator.val, threads=evaluator.threads), model)
-        finalists[i] = f
-        if on_finalist is not None:
-            on_finalist(f)
+        replaced = False
+        for start, speedup in _starts(evaluator, pruned[i], finalists[i].speedup, target_speedup, repeats, free_channels):
+            key = tuple(start.kept.values())
+            if key in configurations:  # another finalist grew into this configuration: fine-tuned already
+                continue
+            configurations.add(key)
+            model = tune(start)
+            f = Finalist(finalists[i].evaluation, speedup, accuracy(model.model, evaluator.val, threads=evaluator.threads),
+                         val_loss(model.model, evaluator.val, threads=evaluator.threads), model)
+            if not replaced:
+                finalists[i], replaced = f, True
+                done.append(i)
+            else:  # the same search configuration, grown from the grid below: a finalist of its own
+                finalists.append(f)
+                done.append(len(finalists) - 1)
+            if on_finalist is not None:
+                on_finalist(f)
     tuned = [finalists[i] for i in done]
     return max(tuned, key=lambda f: (-f.val_loss, f.val_accuracy)), finalists
+
+
+def _starts(evaluator: Any, start: PrunedModel, speedup: float, target_speedup: float, repeats: int,
+            free_channels: bool) -> list[tuple[PrunedModel, float]]:
+    """What a finalist is fine-tuned as: itself, or grown (grow.py). Measured, also the growth of its
+    configuration cut to the channel grid below, when that grows into more than the cut took."""
+    if not free_channels:
+        return [(start, speedup)]
+    threshold = target_speedup * SPEED_MARGIN
+    grown = grow(evaluator, start, threshold=threshold, repeats=repeats)
+    out = [(grown.pruned, grown.speedup) if grown.speedup is not None else (start, speedup)]
+    seed = None if evaluator.target.is_described else aligned_down(evaluator, start)
+    if seed is not None:
+        regrown = grow(evaluator, seed, threshold=threshold, repeats=repeats)
+        if regrown.speedup is not None:
+            out.append((regrown.pruned, regrown.speedup))
+    return out
 
 
 def measure_finalists(evaluator: Any, pruned: Sequence[PrunedModel], repeats: int) -> StepTimes:

@@ -35,6 +35,7 @@ def world(monkeypatch):
     accuracy and loss after the fine-tune. Records every split the choice reads."""
     val = Tensors(torch.zeros(4, 1), torch.zeros(4, dtype=torch.long))
     evaluator = SimpleNamespace(target=SimpleNamespace(is_described=False), val=val, threads=1,
+                                layers=SimpleNamespace(prunable=[SimpleNamespace(name="a", out_channels=16), SimpleNamespace(name="b", out_channels=32)]),
                                 prune=lambda s: PrunedModel(Tagged((round(16 * (1 - s["a"])), round(32 * (1 - s["b"])))), s,
                                                             {"a": round(16 * (1 - s["a"])), "b": round(32 * (1 - s["b"]))}))
     figures: dict[tuple[int, ...], dict[str, float]] = {}
@@ -143,7 +144,9 @@ def test_finalists_are_fine_tuned_as_grown_and_one_grown_configuration_once(worl
 
     def grow(evaluator, start, *, threshold, repeats):
         assert threshold == pytest.approx(1.5 * fin.SPEED_MARGIN)
-        k = into[start.model.kept]
+        k = into.get(start.model.kept)
+        if k is None:  # the starts cut to the channel grid (7/8, 6/8) take nothing back here
+            return Grown(start, None, 1)
         return Grown(PrunedModel(Tagged(k), {}, {"a": k[0], "b": k[1]}), 1.6, 5)
 
     monkeypatch.setattr(fin, "grow", grow)
@@ -160,3 +163,33 @@ def test_without_free_channels_nothing_grows(world, monkeypatch) -> None:
     chosen, _ = fin.choose([evaluation((8, 16), 0.95, 1.7)], count=3, target_speedup=1.5, evaluator=world.evaluator,
                            tune=world.tune, repeats=3, free_channels=False)
     assert not chosen.grown
+
+
+def test_a_configuration_cut_to_the_channel_grid_that_grows_into_more_is_a_finalist_of_its_own(world, monkeypatch) -> None:
+    """9/13 holds time it does not use (9 channels cost a block of 16): cut to 8/8 it grows into
+    8/24 at the same target. Both are fine-tuned; validation picks 8/24."""
+    world.figures.update({(9, 13): dict(speedup=1.60, val=0.90, loss=0.3), (8, 24): dict(val=0.93, loss=0.2)})
+    seen: list[tuple[int, ...]] = []
+
+    def grow(evaluator, start, *, threshold, repeats):
+        seen.append(start.model.kept)
+        if start.model.kept == (8, 8):
+            return Grown(PrunedModel(Tagged((8, 24)), {}, {"a": 8, "b": 24}), 1.62, 4)
+        return Grown(start, None, 4)
+
+    monkeypatch.setattr(fin, "grow", grow)
+    chosen, finalists = fin.choose([evaluation((9, 13), 0.95, 1.7)], count=1, target_speedup=1.5, evaluator=world.evaluator,
+                                   tune=world.tune, repeats=3)
+    assert seen == [(9, 13), (8, 8)] and world.tuned == [(9, 13), (8, 24)]
+    assert chosen.kept == {"a": 8, "b": 24} and chosen.speedup == pytest.approx(1.62)
+    assert [f.kept for f in finalists] == [{"a": 9, "b": 13}, {"a": 8, "b": 24}]
+    assert chosen.to_dict()["search_kept_channels"] == {"a": 9, "b": 13}
+
+
+def test_a_described_target_grows_no_second_start(world, monkeypatch) -> None:
+    world.evaluator.target.is_described = True
+    seen: list[tuple[int, ...]] = []
+    monkeypatch.setattr(fin, "grow", lambda _ev, start, **_k: (seen.append(start.model.kept), Grown(start, None, 0))[1])
+    world.figures.update({(9, 13): dict(val=0.9, loss=0.1)})
+    fin.choose([evaluation((9, 13), 0.95, 1.7)], count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
+    assert seen == [(9, 13)]

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from trainpilot.compress.cycles import StepTimes
-from trainpilot.compress.grow import grow, sparsity_for
+from trainpilot.compress.grow import aligned_down, grid_above, grow, sparsity_for
 from trainpilot.compress.prune import PrunedModel
 
 FULL = {"a": 16, "b": 32}
@@ -65,6 +65,50 @@ def test_a_confirmation_below_the_threshold_keeps_the_start():
     begin = start(machine, 5, 11)
     grown = grow(machine, begin, threshold=1.9, repeats=3)
     assert grown.pruned is begin and grown.speedup is None
+
+
+class RaggedMachine(StepFunctionMachine):
+    """As oneDNN here: a count off the 8-channel grid costs a block more than the grid count above
+    it (measured on small_cnn / demo: 8/20 1.51x, 8/24 1.62x), so speed is not monotone in channels."""
+
+    def cycles(self, model, repeats):
+        self.timed.append(dict(model.kept))
+        blocks = sum(-(-k // 8) + (1 if k % 8 else 0) for k in model.kept.values())
+        return StepTimes("measured", {"dense": 6.0, "pruned": blocks}, 64, "test")
+
+
+class SmoothPrediction(StepFunctionMachine):
+    """A described machine: predicted cycles fall with every channel (cost = channels kept)."""
+
+    target = SimpleNamespace(is_described=True)
+
+    def cycles(self, model, repeats):
+        self.timed.append(dict(model.kept))
+        return StepTimes("predicted", {"dense": 48.0, "pruned": float(sum(model.kept.values()))}, 64, "test")
+
+
+def test_measured_growth_finds_a_fast_count_past_a_slow_one():
+    """From 8/13: 8/20 is slower than 8/24, so a bisection (probing 23, 18, ...) stops at 16;
+    growing on the channel grid, widest first, finds 24."""
+    machine = RaggedMachine()
+    grown = grow(machine, start(machine, 8, 13), threshold=1.5, repeats=3)
+    assert grown.pruned.kept == {"a": 8, "b": 24} and grown.speedup == pytest.approx(1.5)
+    assert all(k["b"] % 8 == 0 for k in machine.timed if k["b"] != 13)  # only grid counts were probed
+
+
+def test_predicted_growth_bisects_to_the_exact_count():
+    """Smooth predicted cycles: the largest count the threshold allows, on the grid or not."""
+    machine = SmoothPrediction()
+    grown = grow(machine, start(machine, 8, 13), threshold=1.6, repeats=3)  # 48 / 1.6 = 30 channels in all
+    assert grown.pruned.kept == {"a": 16, "b": 14}
+
+
+def test_the_grid_and_the_cut_to_it():
+    assert grid_above(13, 32) == [32, 24, 16] and grid_above(9, 16) == [16] and grid_above(16, 16) == []
+    machine = StepFunctionMachine()
+    assert aligned_down(machine, start(machine, 9, 13)).kept == {"a": 8, "b": 8}
+    assert aligned_down(machine, start(machine, 5, 11)).kept == {"a": 5, "b": 8}  # within the first block: stays
+    assert aligned_down(machine, start(machine, 8, 16)) is None
 
 
 def test_real_measurement_never_gives_fewer_channels(evaluator):
