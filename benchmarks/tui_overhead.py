@@ -200,10 +200,15 @@ def epochs_for(args: argparse.Namespace, model: str, threads: int | None) -> int
     return max(args.epochs, math.ceil(args.min_train_s / per_epoch) + 1) if per_epoch > 0 else args.epochs
 
 
-def undecided(pairs: list[float]) -> bool:
-    """Whether the 90 % interval of the pairs' median still holds the target on both sides."""
-    low, high = bootstrap_median(pairs)
+def holds_target(interval: tuple[float, float]) -> bool:
+    """Whether a 90 % interval still holds the target on both sides."""
+    low, high = interval
     return low <= TARGET < high
+
+
+def undecided(pairs: list[float]) -> bool:
+    """Whether the 90 % interval of the pairs' median still holds the target."""
+    return holds_target(bootstrap_median(pairs))
 
 
 def measure(args: argparse.Namespace, model: str, threads: int | None, log: Any = None) -> dict[str, Any]:
@@ -237,6 +242,7 @@ def measure(args: argparse.Namespace, model: str, threads: int | None, log: Any 
     out["pairs"] = pairs()
     out["ratio"] = statistics.median(out["pairs"])
     out["interval"] = bootstrap_median(out["pairs"])
+    out["undecided"] = holds_target(out["interval"])
     # the machine's own noise in the same minutes: how far apart the same headless run came out
     headless = [r["train_s"] for r in runs["headless"]]
     out["noise"] = max(headless) / min(headless) if min(headless) > 0 else float("nan")
@@ -287,9 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     for model, m in rows:
         h, t = m["headless"], m["tui"]
-        ok = ("ok" if m["ratio"] <= TARGET else "over") + (" *" if undecided(m["pairs"]) else "")
+        ok = ("ok" if m["ratio"] <= TARGET else "over") + (" *" if m["undecided"] else "")
         print(f"{model:<12} {m['epochs']:>6} {h['plan']:<{w}} {h['train_s']:>8.2f}s  {t['plan']:<{w}} {t['train_s']:>8.2f}s  {t['ui_cores']:>6.2f} c  {len(m['pairs']):>5}  {m['ratio']:>12.3f}  {m['interval'][0]:>6.3f}-{m['interval'][1]:<6.3f}  x{m['noise']:>5.2f}  {ok}")
-    if any(undecided(m["pairs"]) for _, m in rows):
+    if any(m["undecided"] for _, m in rows):
         print(f"* its 90 % interval still holds {TARGET:.2f} after {args.max_repeats} pairs: the machine's noise, not the app, decides its side")
     for model, m in rows:
         print(f"pairs {model}: " + " ".join(f"{r:.3f}" for r in m["pairs"]))
