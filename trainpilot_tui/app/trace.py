@@ -1,7 +1,8 @@
 """What the Agent panel says for each core event: the observe -> think -> act trace as plain entries.
 
-Pure functions, no widgets, so the wording is tested without a screen. `kind` becomes a CSS class
-(the .tcss decides how an override or a refusal stands out, through theme colours only).
+Pure functions, no widgets, so the wording is tested without a screen. `kind` picks a component
+class of the Agent panel (its .tcss decides how an override or a refusal stands out, through theme
+colours only).
 """
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from trainpilot import events as ev
 from trainpilot.energy import Energy
 
 from . import format as fmt
+
+
+# Every kind an entry can have; the Agent panel styles each through a component class.
+KINDS = ("observe", "think", "excluded", "decision", "act", "user", "refused", "fallback", "learn", "pause", "checkpoint", "done", "failed")
 
 
 @dataclass(frozen=True)
