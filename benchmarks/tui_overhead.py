@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=9600, help="size of the demo set (4x the bundled 2,400: epochs of seconds, as real ones are)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=None, help="a fixed CPU plan for both modes (without --all; default: the agent decides)")
-    parser.add_argument("--refresh-hz", type=float, default=None, help="hardware sampling rate of the app (default: the app's own, 1 Hz)")
+    parser.add_argument("--refresh-hz", type=float, default=None, help="hardware sampling rate of the app, kept whatever the plan (default: the app's own, 1 Hz, halved while the plan holds every core)")
     parser.add_argument("--size", default="160x48", help="terminal size the app lays out for, WxH")
     parser.add_argument("--settle-s", type=float, default=None, help="the app's settle time before the run starts (default: the app's own; 0: start at once, as before)")
     parser.add_argument("--in-thread", action="store_true",
@@ -283,10 +283,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((model, measure(args, model, threads, log)))
     fixed = f"cpu x{threads} in both" if threads else "each mode at its agent's plan"
     from trainpilot_tui.app.app import DEFAULT_REFRESH_HZ
+    from trainpilot_tui.app.pace import BUSY_FACTOR
 
-    refresh_hz = args.refresh_hz if args.refresh_hz is not None else DEFAULT_REFRESH_HZ
+    refresh = f"{args.refresh_hz:g} Hz" if args.refresh_hz is not None else f"{DEFAULT_REFRESH_HZ:g} Hz ({DEFAULT_REFRESH_HZ / BUSY_FACTOR:g} Hz while the plan holds every core)"
     settle = "the app's default" if args.settle_s is None else f"{args.settle_s:g} s"
-    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {refresh_hz:g} Hz, settle {settle}; times: medians of each model's runs; app/headless: median of its paired ratios, {max(1, args.repeats)} pairs or more (up to {args.max_repeats}) while their 90 % interval holds {TARGET:.2f}")
+    print(f"TUI overhead: {args.samples} demo samples, {args.epochs} epochs (the first a warm-up; more where they train under {args.min_train_s:g} s headless), {fixed}, app at {args.size} sampling at {refresh}, settle {settle}; times: medians of each model's runs; app/headless: median of its paired ratios, {max(1, args.repeats)} pairs or more (up to {args.max_repeats}) while their 90 % interval holds {TARGET:.2f}")
     w = max([16] + [len(m[k]["plan"]) for _, m in rows for k in ("headless", "tui")])
     header = f"{'model':<12} {'epochs':>6} {'headless plan':<{w}} {'headless':>9}  {'app plan':<{w}} {'app':>9}  {'UI load':>8}  {'pairs':>5}  {'app/headless':>12}  {'90 % interval':>13}  {'noise':>6}"
     print(header)

@@ -26,9 +26,10 @@ THEME_HELP = (
     " ./themes or TRAINPILOT_HOME/themes, or a path to a .toml theme file. `t` cycles themes in the app."
 )
 REFRESH_HELP = (
-    "How often the app samples the hardware and paints, per second (default 1, at most 10). Each"
-    " paint is CPU taken from the training it shows: at 2 Hz the app used about twice the CPU it"
-    " uses at 1 Hz, and on a machine whose cores all train that is training time."
+    "How often the app samples the hardware and paints, per second (at most 10). Default: 1, and"
+    " 0.5 while the run's plan trains on every core. Each paint is CPU taken from the training it"
+    " shows: at 2 Hz the app used about twice the CPU it uses at 1 Hz, and on a machine whose cores"
+    " all train that is training time. A rate given here is kept whatever the plan."
 )
 MAX_REFRESH_HZ = 10.0
 

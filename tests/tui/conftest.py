@@ -42,3 +42,11 @@ def scripted_app(factory: SessionFactory, *, epochs: int = 3, theme: str | None 
 @pytest.fixture
 def factory() -> SessionFactory:
     return SessionFactory(holds=((1, 3),))
+
+
+@pytest.fixture(autouse=True)
+def two_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted plans train on 2 CPU threads: on a 2-CPU machine (this one, CI) that holds every
+    core and the app slows its refresh (pace.py). Pinned, so screens and traces do not depend on
+    the machine that runs the tests."""
+    monkeypatch.setattr("trainpilot_tui.app.pace.usable_cpus", lambda: 2)

@@ -31,6 +31,7 @@ from trainpilot.plans import Availability, Plan
 from trainpilot.session import SessionConfig
 
 from . import messages as msg
+from .pace import Pace
 from .sampling import live_samples, stream_samples
 from .screens import BackendChooser, ConfirmQuit, MainScreen, RunPicker
 from .themes import DEFAULT_THEME, SHIPPED_THEMES, discover_themes
@@ -119,26 +120,28 @@ class TrainPilotApp(App[int]):
         extra_themes: Iterable[Theme] = (),
         session_factory: SessionFactory = training_session,
         samples: SampleSource | None = None,
-        refresh_hz: float = DEFAULT_REFRESH_HZ,
+        refresh_hz: float | None = None,
         discover_user_themes: bool = True,
         settle_s: float = DEFAULT_SETTLE_S,
     ) -> None:
         """`samples`: a scripted sample source (tests, screenshots); default: the live machine at
-        `refresh_hz`. `theme`: a registered theme name (shipped, Textual's, or a user theme file's).
+        `refresh_hz` (None: DEFAULT_REFRESH_HZ, halved while the run holds every core; a number:
+        that rate, whatever the plan). `theme`: a registered theme name (shipped, Textual's, or a user theme file's).
         `settle_s`: how long after its first frame the app lets itself settle before the run
         starts (0: at once, and the session measures the UI's load itself)."""
         super().__init__()
         self.config = config
         self.session_factory = session_factory
         self.sample_source = samples
-        self.refresh_hz = refresh_hz
+        self.refresh_hz = refresh_hz if refresh_hz is not None else DEFAULT_REFRESH_HZ
+        self.pace = Pace(self.refresh_hz, adaptive=refresh_hz is None)
         self.settle_s = settle_s
         self.ui_steady_cores: float | None = None  # this process's CPU while settled, before any run
         self._settle_mark: tuple[float, float] | None = None
         self._settled_done = settle_s <= 0
         self._waiting: Session | None = None  # made, keys reach it, but it starts once settled
         self.session: Session | None = None
-        self._main = MainScreen(progress_interval_s=1.0 / refresh_hz)
+        self._main = MainScreen(self.pace)
         self.last_status: str | None = None  # success | interrupted | failed of the last run
         self._after_stop: SessionConfig | str | None = None  # "quit" or the next run's config
         self.theme_errors: list[str] = []
@@ -238,7 +241,7 @@ class TrainPilotApp(App[int]):
     @work(thread=True, group="sampler", exclusive=True, exit_on_error=False, name="sampler")
     def _sample_hardware(self) -> None:
         stop = get_current_worker().cancelled_event
-        source = self.sample_source(stop) if self.sample_source else live_samples(1.0 / self.refresh_hz, stop)
+        source = self.sample_source(stop) if self.sample_source else live_samples(lambda: self.pace.interval_s, stop)
         stream_samples(source, self.main.post_message, stop)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -248,8 +251,18 @@ class TrainPilotApp(App[int]):
 
     # ---------------------------------------------------------------- control state (bubbled)
 
-    def on_backend_chosen(self) -> None:
+    def on_backend_chosen(self, message: msg.BackendChosen) -> None:
         freeze_startup_objects()
+        self._follow_plan(message.event.plan)
+
+    def _follow_plan(self, plan: Plan | None) -> None:
+        """Paint as often as the run's plan leaves CPU for it (pace.py), and tell the session."""
+        if not self.pace.follow(plan):
+            return
+        pace = getattr(self.session, "show_progress_every", None)
+        if pace is not None and self.running:
+            pace(self.pace.interval_s)
+        self.main.show_pace(running=plan is not None)
 
     def on_session_paused(self) -> None:
         self.paused = True
@@ -265,6 +278,7 @@ class TrainPilotApp(App[int]):
 
     def _run_ended(self, status: str) -> None:
         self.running, self.paused, self.stopping = False, False, False
+        self._follow_plan(None)  # between runs nothing trains: the app's own rate again
         self.last_status = status
         after, self._after_stop = self._after_stop, None
         if after == "quit":

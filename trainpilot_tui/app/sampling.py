@@ -30,11 +30,13 @@ def accelerator_samplers() -> list[AcceleratorSampler]:
         return []
 
 
-def live_samples(interval: float, stop: threading.Event) -> Iterator[UtilizationSample]:
-    """One sample per `interval` until `stop` is set. The first comes after one interval: a CPU
-    percentage needs two readings of the CPU times."""
+def live_samples(interval: float | Callable[[], float], stop: threading.Event) -> Iterator[UtilizationSample]:
+    """One sample per `interval` until `stop` is set; a callable is asked before each wait (the
+    app's pace follows the run's plan). The first comes after one interval: a CPU percentage needs
+    two readings of the CPU times."""
     monitor = Monitor(accelerator_samplers())
-    while not stop.wait(interval):
+    wait = interval if callable(interval) else (lambda: interval)
+    while not stop.wait(wait()):
         yield monitor.sample()
 
 

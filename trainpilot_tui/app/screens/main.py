@@ -17,6 +17,7 @@ from textual.widgets import Footer
 from trainpilot import events as ev
 
 from .. import messages as msg
+from ..pace import Pace
 from ..plan_book import PlanBook
 from ..trace import TraceEntry, entries_for
 from ..widgets import AgentPanel, HardwarePanel, RunPanel
@@ -30,28 +31,35 @@ class MainScreen(Screen[None]):
     class Ready(Message):
         """The panels exist: the app may start streaming into them."""
 
-    def __init__(self, progress_interval_s: float = 0.5) -> None:
-        """`progress_interval_s`: the hardware refresh interval; step progress is painted with
-        each sample (or after twice this when no sample comes), the per-epoch figures with the
-        first sample at least `figures_interval_s` after they were last painted. The core
-        sends up to 20 steps a second and, on a small model, several epochs a second (mlp: 0.13 s
-        each, with an agent step and a checkpoint each); painting each as it came took the app to
-        ~48 frames a second and 0.26-0.36 of a core, taken from the training it shows
+    def __init__(self, pace: Pace | None = None) -> None:
+        """`pace`: how often to paint (pace.py), followed as it changes. Step progress is painted
+        with each hardware sample (or after two intervals when no sample comes), the per-epoch
+        figures with the first sample at least `figures_interval_s` after they were last painted.
+        The core sends up to 20 steps a second and, on a small model, several epochs a second (mlp:
+        0.13 s each, with an agent step and a checkpoint each); painting each as it came took the
+        app to ~48 frames a second and 0.26-0.36 of a core, taken from the training it shows
         (benchmarks/tui_overhead.py). Painted at the refresh rate the figures read the same."""
         super().__init__()
-        self.progress_interval_s = progress_interval_s
+        self.pace = pace or Pace(2.0)
         self.book = PlanBook()
         self._progress: ev.StepProgressed | None = None  # newest, not yet shown
         self._paced: list[msg.SessionMessage] = []  # per-epoch messages not yet shown, in order
         self._progress_shown_at = float("-inf")
-        # The per-epoch figures (table, chart, trace) cost a layout of the screen each time, ~40 ms
-        # at 160x48 (progress and hardware ~5 ms): painted at most once in this interval. Measured
+        # The per-epoch figures (table, chart, trace) cost layouts of the screen each time, ~10 ms
+        # each at 160x48 (progress and hardware ~5 ms): painted at most once a figures interval. Measured
         # on mlp (0.1-s epochs, 2 threads on 2 cores; tui_overhead.py --model mlp --repeats 3):
         # app/headless 1.125 painting them once a second, 1.040 once in two. A model whose epochs
         # take longer than this shows each epoch with the next sample, as before.
-        self.figures_interval_s = 4 * progress_interval_s
         self._figures_shown_at = float("-inf")
         self._paint_timer: Timer | None = None
+
+    @property
+    def progress_interval_s(self) -> float:
+        return self.pace.interval_s
+
+    @property
+    def figures_interval_s(self) -> float:
+        return self.pace.figures_interval_s
 
     def on_mount(self) -> None:
         self.post_message(self.Ready())
@@ -87,6 +95,16 @@ class MainScreen(Screen[None]):
     def show_stopping(self, reason: str) -> None:
         self.run_panel.state = "stopping"
         self.run_panel.message = f"{reason}: finishing the step and saving a checkpoint"
+
+    def show_pace(self, running: bool) -> None:
+        """The app changed how often it paints for the run's plan: say so where it shows."""
+        pace = self.pace
+        self.hardware_panel.border_subtitle = f"refresh {pace.interval_s:g} s: all cores train" if pace.busy else ""
+        if pace.busy:
+            text = f"app refresh every {pace.interval_s:g} s, not {pace.base_s:g} s: the run trains on every core"
+        else:
+            text = f"app refresh every {pace.interval_s:g} s again: " + ("a core is free" if running else "no run trains")
+        self.note(TraceEntry("act", text, "think"))
 
     def note(self, entry: TraceEntry) -> None:
         """A line in the trace that comes from the app rather than the core (e.g. a crash)."""
