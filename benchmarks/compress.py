@@ -2,7 +2,7 @@
 same accuracy, and does it beat the simple heuristics at the same measured speed-up? One run, one table.
 
     pip install scikit-learn                 # load_digits: the benchmark's second real image set
-    python benchmarks/compress.py            # ~6-10 min on 2 cores
+    python benchmarks/compress.py            # ~11-14 min on 2 cores
     python benchmarks/compress.py --quick    # under 3 minutes (fewer episodes, shorter training)
 
 Cases: small_cnn and wide_cnn, each on the bundled demo set (generated 28x28 images: 4800, --quick 2400) and on
