@@ -50,6 +50,9 @@ async def test_the_run_starts_after_the_first_frame_and_settling_with_the_steady
         assert app.ui_steady_cores is not None and 0.0 <= app.ui_steady_cores < 1.5
         assert session.told == app.ui_steady_cores  # the agent plans for the app's steady load
         # step progress comes no faster than the app paints it: at the default 1 Hz, a step event a
-        # second, then one in two once the plan (cpu, 2 threads, on 2 CPUs) holds every core
+        # second, then one in two once the plan (cpu, 2 threads, on 2 CPUs) holds every core. The
+        # second comes when the app has handled the session's plan event, which can be after
+        # events() has begun: wait for it rather than race it.
+        await wait_until(pilot, lambda: len(session.paced) >= 2, what="the pace for the chosen plan")
         assert session.paced == [1.0 / app.refresh_hz, 2.0 / app.refresh_hz]
         await wait_until(pilot, lambda: not app.running, what="the run's end")
