@@ -4,6 +4,7 @@ same accuracy, and does it beat the simple heuristics at the same measured speed
     pip install scikit-learn                 # load_digits: the benchmark's second real image set
     python benchmarks/compress.py            # ~11-14 min on 2 cores
     python benchmarks/compress.py --quick    # under 3 minutes (fewer episodes, shorter training)
+    python benchmarks/compress.py --seeds 3  # every case three times (its own split, dense model and search), summarised
 
 Cases: small_cnn and wide_cnn, each on the bundled demo set (generated 28x28 images: 4800, --quick 2400) and on
 scikit-learn's load_digits (1797 real 8x8 handwritten digits, shipped inside the package), at the
@@ -61,19 +62,20 @@ def digits() -> Any:
     return Dataset((d.images / 16.0).astype(np.float32)[:, None], d.target.astype(np.int64), "sklearn load_digits", 10)
 
 
-def run_case(model: str, name: str, data: Any, budget: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def run_case(model: str, name: str, data: Any, budget: dict[str, Any], args: argparse.Namespace, seed: int) -> dict[str, Any]:
     from trainpilot.compress import CompressConfig, run_compression
     from trainpilot.compress.baselines import compare
 
     config = CompressConfig(model=model, dataset=data, target_speedup=args.target_speedup, max_accuracy_drop=args.max_drop,
-                            timing_batch=TIMING_BATCH[name], export=False, predict_on=PREDICT_ON, seed=args.seed, **budget)
+                            timing_batch=TIMING_BATCH[name], export=False, predict_on=PREDICT_ON, seed=seed, **budget)
     start = time.perf_counter()
-    report = run_compression(config, on_event=_progress(f"{model}/{name}"))
+    label = f"{model} / {name}" + (f" (seed {seed})" if args.seeds > 1 else "")
+    report = run_compression(config, on_event=_progress(label.replace(" / ", "/")))
     rows, times, matched = compare(report, repeats=budget["deploy_repeats"], final_repeats=budget["deploy_repeats"])
     by = {r.name: r for r in rows}
     data_out = report.to_dict()
     return {
-        "case": f"{model} / {name}", "threads": report.threads, "batch": TIMING_BATCH[name],
+        "case": label, "group": f"{model} / {name}", "threads": report.threads, "batch": TIMING_BATCH[name],
         "dense_ms": times.seconds["dense"] * 1e3, "agent_ms": times.seconds["agent"] * 1e3,
         "agent": by["agent"], "uniform": by["uniform"], "l1": by["l1-global"],
         "dense_acc": report.dense_accuracy, "deployed": report.deployed,
@@ -109,11 +111,16 @@ def main() -> int:
     parser.add_argument("--target-speedup", type=float, default=1.5)
     parser.add_argument("--max-drop", type=float, default=1.0, help="accuracy points")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="run every case this many times, seeds --seed, --seed+1, ... (each its own split, dense model and"
+                             " search), and summarise each case over them: one run's comparison is decided by a few test samples")
     parser.add_argument("--model", choices=MODELS, action="append", help="only this model (repeatable; default both)")
     parser.add_argument("--dataset", choices=("demo", "digits"), action="append", help="only this set (repeatable; default both)")
     parser.add_argument("--demo-samples", type=int, default=None,
                         help=f"size of the generated demo set (default {DEMO_SAMPLES['full']}, --quick {DEMO_SAMPLES['quick']})")
     args = parser.parse_args()
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
     wanted = args.dataset or ["demo", "digits"]
     sets = {"digits": digits()} if "digits" in wanted else {}  # first: a missing scikit-learn stops the run before any work
     from trainpilot.data import demo_dataset
@@ -122,7 +129,8 @@ def main() -> int:
     sets = {**({"demo": demo_dataset(demo_n)} if "demo" in wanted else {}), **sets}
     budget = QUICK if args.quick else FULL
     start = time.perf_counter()
-    results = [run_case(m, n, d, budget, args) for n, d in sets.items() for m in (args.model or MODELS)]
+    results = [run_case(m, n, d, budget, args, seed) for n, d in sets.items() for m in (args.model or MODELS)
+               for seed in range(args.seed, args.seed + args.seeds)]
     total = time.perf_counter() - start
     _table(results, args, total)
     return 0
@@ -156,7 +164,8 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float
     hit = sum(1 for r in results if r["agent"].speedup >= args.target_speedup and r["agent"].accuracy_drop <= args.max_drop)
     beat = sum(1 for r in results if r["agent"].accuracy_drop < min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop))
     tie = sum(1 for r in results if r["agent"].accuracy_drop == min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop))
-    print(f"agent >= {args.target_speedup:g}x at <= {args.max_drop:g} pt: {hit}/{len(results)} cases;"
+    unit = "runs" if args.seeds > 1 else "cases"
+    print(f"agent >= {args.target_speedup:g}x at <= {args.max_drop:g} pt: {hit}/{len(results)} {unit};"
           f" lost less accuracy than both baselines: {beat}/{len(results)} (tied with the better one: {tie});"
           f" median search {statistics.median(r['search_s'] for r in results):.0f} s; whole run {total:.0f} s")
     print("'agent x' is timed with the baselines at the end; 'at deploy x' is the deployment controller's own"
@@ -165,6 +174,31 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float
     for r in results:
         if not r["deployed"]:
             print(f"  {r['case']}: {r['reason']}")
+    if args.seeds > 1:
+        _over_seeds(results, args)
+
+
+def _over_seeds(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Each case over its seeds: mean accuracy drops, and how often the agent lost less than both baselines."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault(r["group"], []).append(r)
+    print(f"\nover {args.seeds} seeds (accuracy drop, test split, mean [min, max]; agent against the better baseline of each run):")
+    better = 0
+    for case, runs in groups.items():
+        drops = {k: [r[k].accuracy_drop for r in runs] for k in ("agent", "uniform", "l1")}
+        mean = {k: statistics.mean(v) for k, v in drops.items()}
+        best = [min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop) for r in runs]
+        below = sum(1 for r, b in zip(runs, best) if r["agent"].accuracy_drop < b)
+        level = sum(1 for r, b in zip(runs, best) if r["agent"].accuracy_drop == b)
+        hit = sum(1 for r in runs if r["agent"].speedup >= args.target_speedup and r["agent"].accuracy_drop <= args.max_drop)
+        better += mean["agent"] < min(mean["uniform"], mean["l1"])
+        print(f"  {case}: agent {mean['agent']:+.2f} [{min(drops['agent']):+.2f}, {max(drops['agent']):+.2f}],"
+              f" uniform {mean['uniform']:+.2f} [{min(drops['uniform']):+.2f}, {max(drops['uniform']):+.2f}],"
+              f" L1 {mean['l1']:+.2f} [{min(drops['l1']):+.2f}, {max(drops['l1']):+.2f}];"
+              f" agent below both {below}, level {level}, above {len(runs) - below - level};"
+              f" >= {args.target_speedup:g}x at <= {args.max_drop:g} pt {hit}/{len(runs)}")
+    print(f"cases whose mean drop is below both baselines' means: {better}/{len(groups)}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,50 @@
+"""benchmarks/compress.py --seeds N: each case's runs summarised over their seeds (the arithmetic of
+the summary; the runs themselves are the benchmark's, too slow for the suite)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from trainpilot.compress.baselines import Row
+
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
+
+
+def _run(group: str, agent: float, uniform: float, l1: float, speedup: float = 1.6) -> dict:
+    def row(name: str, drop: float) -> Row:
+        return Row(name, speedup, 0.9, drop, {"conv": 8})
+
+    return {"group": group, "agent": row("agent", agent), "uniform": row("uniform", uniform), "l1": row("l1-global", l1)}
+
+
+def test_each_case_is_summarised_over_its_seeds_against_the_better_baseline_of_each_run(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import compress
+
+    results = [
+        _run("small_cnn / demo", 0.2, 0.4, 0.1),   # above: L1 lost less
+        _run("small_cnn / demo", 0.0, 0.3, 0.3),   # below both
+        _run("small_cnn / demo", 0.1, 0.1, 0.5),   # level with uniform
+        _run("wide_cnn / demo", -1.0, 1.0, 0.5),
+        _run("wide_cnn / demo", 1.5, 1.0, 2.0, speedup=1.4),  # above, and short of the speed target
+    ]
+    compress._over_seeds(results, argparse.Namespace(seeds=3, target_speedup=1.5, max_drop=1.0))
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("over 3 seeds")
+    assert out[1] == ("  small_cnn / demo: agent +0.10 [+0.00, +0.20], uniform +0.27 [+0.10, +0.40], L1 +0.30 [+0.10, +0.50];"
+                      " agent below both 1, level 1, above 1; >= 1.5x at <= 1 pt 3/3")
+    assert out[2] == ("  wide_cnn / demo: agent +0.25 [-1.00, +1.50], uniform +1.00 [+1.00, +1.00], L1 +1.25 [+0.50, +2.00];"
+                      " agent below both 1, level 0, above 1; >= 1.5x at <= 1 pt 1/2")
+    # small_cnn: the agent's mean +0.10 is below uniform's +0.27 and L1's +0.30; wide_cnn: +0.25 below +1.00 and +1.25
+    assert out[3] == "cases whose mean drop is below both baselines' means: 2/2"
+
+
+def test_a_case_level_with_a_baseline_on_average_is_not_counted_as_better(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import compress
+
+    results = [_run("small_cnn / digits", 0.37, 0.37, 0.37), _run("small_cnn / digits", 0.0, 0.74, 0.0)]
+    compress._over_seeds(results, argparse.Namespace(seeds=2, target_speedup=1.5, max_drop=1.0))
+    out = capsys.readouterr().out.strip().splitlines()
+    assert "agent below both 0, level 2, above 0" in out[1]
+    assert out[-1] == "cases whose mean drop is below both baselines' means: 0/1"
