@@ -6,6 +6,7 @@ chooses by) and on the test split (what the benchmark reports).
     pip install scikit-learn
     python benchmarks/compress_resolution.py                                  # small_cnn on digits, five configurations
     python benchmarks/compress_resolution.py --dataset demo --kept 8/14 8/16 7/15
+    python benchmarks/compress_resolution.py --splits --seeds 6 --kept 8/16 12/16 12/12   # each seed its own split
 
 Where the configurations' test drops differ by a sample or two and the validation ordering is not
 the test ordering, which configuration "loses less" is decided by the test split's size, not by
@@ -30,6 +31,9 @@ def main() -> int:
     parser.add_argument("--kept", nargs="+", default=["8/11", "7/15", "8/16", "10/16", "12/16"],
                         help="channels kept per prunable layer, e.g. 8/16 (one number per layer)")
     parser.add_argument("--seeds", type=int, default=3, help="fine-tune seeds per configuration")
+    parser.add_argument("--splits", action="store_true",
+                        help="each seed also draws its own train/validation/test split and trains its own dense model"
+                             " (as compress.py --seeds does): the test split's luck averages out, not only the fine-tune's")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
@@ -45,30 +49,43 @@ def main() -> int:
     from trainpilot.workload import build_model
 
     data = digits() if args.dataset == "digits" else demo_dataset(args.demo_samples or DEMO_SAMPLES["full"])
-    train, val, test = (tensors(s) for s in split_three(data, 0))
     shape, batch, threads = data.sample_shape, 64, args.threads
-    torch.manual_seed(0)
-    dense = build_model(args.model, shape, data.num_classes)
-    layers = check_prunable(dense, shape)
-    full = {layer.name: layer.out_channels for layer in layers.prunable}
+
+    def dense_for(split_seed: int) -> tuple:
+        train, val, test = (tensors(s) for s in split_three(data, split_seed))
+        torch.manual_seed(split_seed)
+        dense = build_model(args.model, shape, data.num_classes)
+        layers = check_prunable(dense, shape)
+        train_dense(dense, train, epochs=FULL["dense_epochs"], batch=batch, seed=split_seed, threads=threads)
+        return train, val, test, dense, layers, accuracy(dense, test, threads=threads)
+
+    # the counts are checked against the model's layers before any training
+    full = {layer.name: layer.out_channels for layer in check_prunable(build_model(args.model, shape, data.num_classes), shape).prunable}
     names, channels = list(full), list(full.values())
-    train_dense(dense, train, epochs=FULL["dense_epochs"], batch=batch, seed=0, threads=threads)
-    dense_test = accuracy(dense, test, threads=threads)
-    print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
-          f" {len(val)} validation; prunable layers {'/'.join(map(str, channels))} channels; {args.seeds} fine-tune seeds each")
-    print(f"{'kept':<10} {'test drop (pt), per seed':<26} {'val acc':<22} {'val loss':<24}")
+    kept_of = {}
     for kept_text in args.kept:
         kept = [int(v) for v in kept_text.split("/")]
         if len(kept) != len(names) or not all(0 < k <= c for k, c in zip(kept, channels)):
             parser.error(f"--kept {kept_text}: give one count per prunable layer, each 1..{'/'.join(map(str, channels))}")
-        drops, accs, losses = [], [], []
-        for seed in range(args.seeds):
+        kept_of[kept_text] = kept
+    train, val, test, dense, layers, dense_test = dense_for(0)
+    what = "seeds, each its own split and dense model" if args.splits else "fine-tune seeds each"
+    print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
+          f" {len(val)} validation; prunable layers {'/'.join(map(str, channels))} channels; {args.seeds} {what}")
+    scores: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kept_of}  # (test drop, val acc, val loss) per seed
+    for seed in range(args.seeds):
+        if args.splits and seed > 0:
+            train, val, test, dense, layers, dense_test = dense_for(seed)
+        for kept_text, kept in kept_of.items():
             pruned = prune(dense, layers, sparsity_for(dict(zip(names, kept)), full), shape)
             pruned = deployment_fine_tune(pruned, train, epochs=FULL["deploy_epochs"], batch=batch, seed=seed, threads=threads, teacher=dense)
-            drops.append((dense_test - accuracy(pruned.model, test, threads=threads)) * 100.0)
-            accs.append(accuracy(pruned.model, val, threads=threads))
-            losses.append(mean_loss(pruned.model, val, threads=threads))
-        print(f"{kept_text:<10} {' '.join(f'{d:+.2f}' for d in drops):<26} {' '.join(f'{a:.3f}' for a in accs):<22} {' '.join(f'{v:.4f}' for v in losses):<24}", flush=True)
+            scores[kept_text].append(((dense_test - accuracy(pruned.model, test, threads=threads)) * 100.0,
+                                      accuracy(pruned.model, val, threads=threads), mean_loss(pruned.model, val, threads=threads)))
+    print(f"{'kept':<10} {'mean drop':<10} {'test drop (pt), per seed':<36} {'val loss, per seed':<48}")
+    for kept_text, rows in scores.items():
+        drops = [r[0] for r in rows]
+        print(f"{kept_text:<10} {sum(drops) / len(drops):<+10.2f} {' '.join(f'{d:+.2f}' for d in drops):<36}"
+              f" {' '.join(f'{r[2]:.4f}' for r in rows):<48}", flush=True)
     return 0
 
 
