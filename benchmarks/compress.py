@@ -161,9 +161,9 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float
             f"{' *' if f.kept == r['chosen_kept'] else ''}" for f in r["finalists"]))
     print("test split (accuracy resolution): " + "; ".join(
         f"{r['case']}: {r['test_n']} samples, 1 sample = {100 / r['test_n']:.2f} pt" for r in results))
-    hit = sum(1 for r in results if r["agent"].speedup >= args.target_speedup and r["agent"].accuracy_drop <= args.max_drop)
-    beat = sum(1 for r in results if r["agent"].accuracy_drop < min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop))
-    tie = sum(1 for r in results if r["agent"].accuracy_drop == min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop))
+    hit = sum(1 for r in results if _at_target(r, args))
+    beat = sum(1 for r in results if _against_better_baseline(r) < 0)
+    tie = sum(1 for r in results if _against_better_baseline(r) == 0)
     unit = "runs" if args.seeds > 1 else "cases"
     print(f"agent >= {args.target_speedup:g}x at <= {args.max_drop:g} pt: {hit}/{len(results)} {unit};"
           f" lost less accuracy than both baselines: {beat}/{len(results)} (tied with the better one: {tie});"
@@ -178,6 +178,16 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float
         _over_seeds(results, args)
 
 
+def _at_target(r: dict[str, Any], args: argparse.Namespace) -> bool:
+    return r["agent"].speedup >= args.target_speedup and r["agent"].accuracy_drop <= args.max_drop
+
+
+def _against_better_baseline(r: dict[str, Any]) -> int:
+    """-1 when the agent lost less accuracy than both baselines of this run, 0 level with the better one, 1 more."""
+    better = min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop)
+    return (r["agent"].accuracy_drop > better) - (r["agent"].accuracy_drop < better)
+
+
 def _over_seeds(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     """Each case over its seeds: mean accuracy drops, and how often the agent lost less than both baselines."""
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -188,10 +198,9 @@ def _over_seeds(results: list[dict[str, Any]], args: argparse.Namespace) -> None
     for case, runs in groups.items():
         drops = {k: [r[k].accuracy_drop for r in runs] for k in ("agent", "uniform", "l1")}
         mean = {k: statistics.mean(v) for k, v in drops.items()}
-        best = [min(r["uniform"].accuracy_drop, r["l1"].accuracy_drop) for r in runs]
-        below = sum(1 for r, b in zip(runs, best) if r["agent"].accuracy_drop < b)
-        level = sum(1 for r, b in zip(runs, best) if r["agent"].accuracy_drop == b)
-        hit = sum(1 for r in runs if r["agent"].speedup >= args.target_speedup and r["agent"].accuracy_drop <= args.max_drop)
+        below = sum(1 for r in runs if _against_better_baseline(r) < 0)
+        level = sum(1 for r in runs if _against_better_baseline(r) == 0)
+        hit = sum(1 for r in runs if _at_target(r, args))
         better += mean["agent"] < min(mean["uniform"], mean["l1"])
         print(f"  {case}: agent {mean['agent']:+.2f} [{min(drops['agent']):+.2f}, {max(drops['agent']):+.2f}],"
               f" uniform {mean['uniform']:+.2f} [{min(drops['uniform']):+.2f}, {max(drops['uniform']):+.2f}],"

@@ -23,6 +23,14 @@ sys.path.insert(0, str(ROOT / "core"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
+def kept_counts(parser: argparse.ArgumentParser, text: str, channels: list[int]) -> list[int]:
+    """`text` like 8/16 as one kept count per prunable layer of `channels`, or a parser error."""
+    kept = [int(v) for v in text.split("/")] if all(v.isdigit() for v in text.split("/")) else []
+    if len(kept) != len(channels) or not all(0 < k <= c for k, c in zip(kept, channels)):
+        parser.error(f"--kept {text}: give one count per prunable layer, each 1..{'/'.join(map(str, channels))}")
+    return kept
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="small_cnn", choices=("small_cnn", "wide_cnn"))
@@ -62,12 +70,7 @@ def main() -> int:
     # the counts are checked against the model's layers before any training
     full = {layer.name: layer.out_channels for layer in check_prunable(build_model(args.model, shape, data.num_classes), shape).prunable}
     names, channels = list(full), list(full.values())
-    kept_of = {}
-    for kept_text in args.kept:
-        kept = [int(v) for v in kept_text.split("/")]
-        if len(kept) != len(names) or not all(0 < k <= c for k, c in zip(kept, channels)):
-            parser.error(f"--kept {kept_text}: give one count per prunable layer, each 1..{'/'.join(map(str, channels))}")
-        kept_of[kept_text] = kept
+    kept_of = {text: kept_counts(parser, text, channels) for text in args.kept}
     train, val, test, dense, layers, dense_test = dense_for(0)
     what = "seeds, each its own split and dense model" if args.splits else "fine-tune seeds each"
     print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
@@ -81,11 +84,11 @@ def main() -> int:
             pruned = deployment_fine_tune(pruned, train, epochs=FULL["deploy_epochs"], batch=batch, seed=seed, threads=threads, teacher=dense)
             scores[kept_text].append(((dense_test - accuracy(pruned.model, test, threads=threads)) * 100.0,
                                       accuracy(pruned.model, val, threads=threads), mean_loss(pruned.model, val, threads=threads)))
-    print(f"{'kept':<10} {'mean drop':<10} {'test drop (pt), per seed':<36} {'val loss, per seed':<48}")
+    print(f"{'kept':<10} {'mean drop':<10} {'test drop (pt), per seed':<36} {'val acc, per seed':<36} {'val loss, per seed':<48}")
     for kept_text, rows in scores.items():
         drops = [r[0] for r in rows]
         print(f"{kept_text:<10} {sum(drops) / len(drops):<+10.2f} {' '.join(f'{d:+.2f}' for d in drops):<36}"
-              f" {' '.join(f'{r[2]:.4f}' for r in rows):<48}", flush=True)
+              f" {' '.join(f'{r[1]:.3f}' for r in rows):<36} {' '.join(f'{r[2]:.4f}' for r in rows):<48}", flush=True)
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def alternate(models: dict, x, y, *, block: int, rounds: int) -> float:
@@ -57,6 +58,7 @@ def main() -> int:
 
     import torch
 
+    from compress_resolution import kept_counts
     from trainpilot.compress.cycles import measure_steps
     from trainpilot.compress.grow import sparsity_for
     from trainpilot.compress.prune import check_prunable, prune
@@ -73,9 +75,7 @@ def main() -> int:
         full = {layer.name: layer.out_channels for layer in layers.prunable}
         x, y = torch.randn(batch, *shape), torch.randint(0, 10, (batch,))
         for kept_text in args.kept:
-            kept = [int(v) for v in kept_text.split("/")]
-            if len(kept) != len(full) or not all(0 < k <= c for k, c in zip(kept, full.values())):
-                parser.error(f"--kept {kept_text}: one count per prunable layer, each 1..{'/'.join(map(str, full.values()))}")
+            kept = kept_counts(parser, kept_text, list(full.values()))
             models = {"dense": dense, "pruned": prune(dense, layers, sparsity_for(dict(zip(full, kept)), full), shape).model}
             one = [measure_steps(models, shape, 10, batch=batch, threads=args.threads, repeats=21).speedup("pruned") for _ in range(3)]
             blocks = [alternate(models, x, y, block=5, rounds=7) for _ in range(3)]
