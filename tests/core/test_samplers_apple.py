@@ -140,14 +140,18 @@ def test_missing_tool_and_no_tool_at_all() -> None:
 
 def test_stale_stream_stops_showing_the_old_value() -> None:
     stream = ToolStream("macmon", [sys.executable, FAKE, str(FIXTURES / "macmon-pipe.jsonl"), "--hang"],
-                        lambda: JsonLinesDecoder(parse_macmon), stale_after_s=0.3)
+                        lambda: JsonLinesDecoder(parse_macmon), stale_after_s=1.0)
     stream.start()
     try:
-        deadline = time.monotonic() + 10
-        while stream.latest().snapshot is None and time.monotonic() < deadline:
+        # The fake prints its two lines as separate writes, so wait for both (not just the first)
+        # before the quiet period starts; a fresh value must have been shown meanwhile.
+        shown, deadline = False, time.monotonic() + 10
+        while stream.samples < 2 and time.monotonic() < deadline:
+            shown = shown or stream.latest().snapshot is not None
             time.sleep(0.02)
         assert stream.samples == 2
-        time.sleep(0.4)
+        assert shown or stream.latest().snapshot is not None
+        time.sleep(1.2)
         state = stream.latest()
         assert state.snapshot is None and state.problem.startswith("no sample from macmon for")
     finally:
