@@ -12,13 +12,6 @@ side; which counts are probed, below): the same cycles target, more capacity. On
 digits the grown 8/16 has a lower validation loss than 8/11 (0.125 against 0.133 after the same
 fine-tune; benchmarks/compress_resolution.py).
 
-Each probe is one accept-or-reject call on a noisy measurement, and the calls that matter sit at
-the threshold: on small_cnn / digits 8/24 has a lower validation loss than 8/16 on each of 6 splits
-and steps about 2 % slower, and three timings of it in one process (benchmarks/step_blocks.py, the
-same measure_steps) gave 1.42x, 1.60x and 1.71x against a threshold of 1.575x. So a measured probe
-that lands within BORDERLINE of the threshold is timed twice more and decided on the median of the
-three; one far from it is decided at once, as before.
-
 On this machine the blocks also make step time *not monotone* in the channel count: measured
 (small_cnn on the 28x28 demo set, batch 64, 2 threads, 24 configurations interleaved with the
 dense model) 8/16 kept stepped 1.91x faster than dense, 8/20 1.51x, 8/24 1.62x, 8/32 1.49x. A
@@ -36,7 +29,6 @@ the two grown configurations deploys is decided on validation, like every other 
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,16 +39,12 @@ from .prune import PrunedModel
 # a block edge on both. GPUs' tensor cores also want multiples of 8.
 CHANNEL_STEP = 8
 
-# A 21-step interleaved measurement of one pair spreads over about +-10 % here
-# (benchmarks/step_noise.py); within 8 % of the threshold one measurement is close to a coin toss.
-BORDERLINE = 0.08
-
 
 @dataclass(frozen=True)
 class Grown:
     pruned: PrunedModel  # the grown configuration (the start itself when nothing could be taken back)
     speedup: float | None  # its cycles speed-up, confirmed by the last measurement; None when unchanged
-    probes: int  # measurements taken (a probe near the threshold takes three)
+    probes: int  # configurations timed
 
 
 def grow(evaluator: Any, start: PrunedModel, *, threshold: float, repeats: int) -> Grown:
@@ -72,9 +60,8 @@ def grow(evaluator: Any, start: PrunedModel, *, threshold: float, repeats: int) 
         if measured:  # the channel grid, widest first: the first fast enough is the most the blocks allow
             for count in grid_above(kept[name], full[name]):
                 candidate = evaluator.prune(sparsity_for({**kept, name: count}, full))
-                speedup, taken = _decisive_speedup(evaluator, candidate, repeats, threshold)
-                probes += taken
-                if speedup >= threshold:
+                probes += 1
+                if _speedup(evaluator, candidate, repeats) >= threshold:
                     kept[name], best = count, candidate
                     break
             continue
@@ -92,8 +79,8 @@ def grow(evaluator: Any, start: PrunedModel, *, threshold: float, repeats: int) 
         return Grown(start, None, probes)
     # `best` is the last candidate accepted, which holds every layer's final count. One more
     # measurement confirms it: the bisection's last step was decided by one, close to the threshold.
-    confirmed, taken = _decisive_speedup(evaluator, best, repeats, threshold)
-    probes += taken
+    confirmed = _speedup(evaluator, best, repeats)
+    probes += 1
     if confirmed < threshold:
         return Grown(start, None, probes)
     return Grown(best, confirmed, probes)
@@ -129,12 +116,3 @@ def sparsity_for(kept: dict[str, int], full: dict[str, int]) -> dict[str, float]
 
 def _speedup(evaluator: Any, candidate: PrunedModel, repeats: int) -> float:
     return evaluator.cycles(candidate.model, repeats).speedup("pruned")
-
-
-def _decisive_speedup(evaluator: Any, candidate: PrunedModel, repeats: int, threshold: float) -> tuple[float, int]:
-    """(the measured speed-up to decide on, measurements taken): one measurement, or the median of
-    three when the first lands within BORDERLINE of `threshold`. Predicted cycles are exact: one."""
-    first = _speedup(evaluator, candidate, repeats)
-    if _is_described(evaluator) or abs(first / threshold - 1.0) >= BORDERLINE:
-        return first, 1
-    return statistics.median([first, _speedup(evaluator, candidate, repeats), _speedup(evaluator, candidate, repeats)]), 3

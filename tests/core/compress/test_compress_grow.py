@@ -119,36 +119,3 @@ def test_real_measurement_never_gives_fewer_channels(evaluator):
     grown = grow(evaluator, begin, threshold=threshold, repeats=9)
     assert all(grown.pruned.kept[n] >= begin.kept[n] for n in begin.kept)
     assert grown.speedup is None or grown.speedup >= threshold
-
-
-class ScriptedMachine(StepFunctionMachine):
-    """Measurements that scatter: each configuration's speed-ups come from a script, in order
-    (the last repeats), as repeated timings of one pair do here."""
-
-    def __init__(self, script: dict[tuple[int, int], list[float]]):
-        super().__init__()
-        self.script = {k: list(v) for k, v in script.items()}
-
-    def cycles(self, model, repeats):
-        self.timed.append(dict(model.kept))
-        values = self.script[(model.kept["a"], model.kept["b"])]
-        speedup = values.pop(0) if len(values) > 1 else values[0]
-        return StepTimes("measured", {"dense": 6.0, "pruned": 6.0 / speedup}, 64, "test")
-
-
-def test_a_lucky_measurement_at_the_threshold_is_not_taken():
-    """8/24's first timing clears 1.575x by a hair; two more say it is slower: median 1.50x."""
-    machine = ScriptedMachine({(16, 16): [1.0], (8, 32): [1.2], (8, 24): [1.58, 1.45, 1.50], (8, 16): [1.9]})
-    grown = grow(machine, start(machine, 8, 16), threshold=1.575, repeats=3)
-    assert grown.pruned.kept == {"a": 8, "b": 16} and grown.speedup is None
-    assert machine.timed.count({"a": 8, "b": 24}) == 3  # near the threshold: timed three times
-    assert machine.timed.count({"a": 8, "b": 32}) == 1 and machine.timed.count({"a": 16, "b": 16}) == 1  # far below: once
-    assert grown.probes == len(machine.timed)
-
-
-def test_an_unlucky_measurement_at_the_threshold_is_not_final():
-    """8/24's first timing falls just short; two more clear the threshold: it is taken, then confirmed."""
-    machine = ScriptedMachine({(16, 16): [1.0], (8, 32): [1.2], (8, 24): [1.55, 1.62, 1.64, 1.80]})
-    grown = grow(machine, start(machine, 8, 16), threshold=1.575, repeats=3)
-    assert grown.pruned.kept == {"a": 8, "b": 24} and grown.speedup == pytest.approx(1.80)
-    assert grown.probes == len(machine.timed) == 1 + 1 + 3 + 1  # 16/16, 8/32, 8/24 x3, confirmation (far: once)
