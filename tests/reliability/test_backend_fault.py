@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import trainer_state
+from reliability_run import trainer_state
 from faultkit.doubles import FlakyBackend, install
 from trainpilot import events as ev
 from trainpilot.data import demo_dataset, validate

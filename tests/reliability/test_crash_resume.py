@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import RUN_ARGS, assert_same_state
+from reliability_run import RUN_ARGS, assert_same_state
 from faultkit.procs import RunningCli, is_step_of_epoch, run_cli
 from trainpilot import events as ev
 from trainpilot.checkpoint import LATEST, load_checkpoint, save_checkpoint

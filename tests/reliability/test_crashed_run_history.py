@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 
-from conftest import RUN_ARGS
+from reliability_run import RUN_ARGS
 from faultkit.procs import RunningCli, is_step_of_epoch, run_cli
 
 

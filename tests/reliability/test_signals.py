@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from conftest import RUN_ARGS, assert_same_state
+from reliability_run import RUN_ARGS, assert_same_state
 from faultkit.procs import RunningCli, is_step_of_epoch
 from trainpilot.checkpoint import load_checkpoint
 from trainpilot_tui.cli import main
