@@ -2,7 +2,9 @@
 TP_TEST_FAULT_RANK, the TP_TEST_FAULT_AFTER-th training step (a forward call of the second instance
 the process builds: the session profiles a first one, and the speed probe runs on a copy) either kills its own process
 (TP_TEST_FAULT=die, as SIGKILL or an OOM killer would) or never returns (TP_TEST_FAULT=hang);
-TP_TEST_FAULT=slow makes every forward call of that rank 3 ms slower (a slow worker)."""
+TP_TEST_FAULT=slow makes every forward call of that rank 3 ms slower (a slow worker).
+TP_TEST_SLOW_CLOSE=S makes every rank that imports it take S seconds longer to leave the process
+group, so the launcher's SIGTERM to the survivors of a dead rank lands while they close it."""
 import os
 import signal
 import sys
@@ -10,6 +12,19 @@ import time
 
 import torch
 from torch import nn
+
+if os.environ.get("TP_TEST_SLOW_CLOSE"):
+    import torch.distributed as dist
+
+    if not getattr(dist.destroy_process_group, "tp_test_slowed", False):  # imported afresh per instance: wrap once
+        _destroy = dist.destroy_process_group
+
+        def _slow_destroy(*args, **kwargs):
+            time.sleep(float(os.environ["TP_TEST_SLOW_CLOSE"]))
+            return _destroy(*args, **kwargs)
+
+        _slow_destroy.tp_test_slowed = True  # type: ignore[attr-defined]
+        dist.destroy_process_group = _slow_destroy
 
 class FaultyMLP(nn.Module):
     def __init__(self):

@@ -93,32 +93,48 @@ def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bo
     try:
         with open_group(info, _device_type(config.backend, info.local_world_size), timeout_s) as group, Watchdog(2 * timeout_s + 30, stuck) as dog:
             session = DistributedSession(config, group, share_policy=share_policy, threads_per_rank=len(cores) if cores else None, heartbeat=dog.beat, on_stop=lambda: dog.expire_within(timeout_s))
-            with _SignalStop(session) as stop, StderrProgress(quiet=quiet or not info.is_leader) as progress:
-                for event in session.events():
-                    progress.handle(event)
-                    if jsonl and info.is_leader:
-                        sys.stdout.write(json.dumps(ev.event_to_dict(event), default=str) + "\n")
-                        sys.stdout.flush()
-                    if isinstance(event, ev.RunFinished):
-                        finished = event
-            code = {"success": EXIT_OK, "interrupted": stop.code or EXIT_SIGINT}.get(finished.status, EXIT_FAILURE)
+            with _SignalStop(session) as stop:
+                with StderrProgress(quiet=quiet or not info.is_leader) as progress:
+                    for event in session.events():
+                        progress.handle(event)
+                        if jsonl and info.is_leader:
+                            sys.stdout.write(json.dumps(ev.event_to_dict(event), default=str) + "\n")
+                            sys.stdout.flush()
+                        if isinstance(event, ev.RunFinished):
+                            finished = event
+                assert finished is not None
+                code = {"success": EXIT_OK, "interrupted": stop.code or EXIT_SIGINT}.get(finished.status, EXIT_FAILURE)
+                # Tell the outcome now, while SIGTERM still only asks for a stop. When a peer died
+                # the launcher is already stopping the survivors: its SIGTERM may land while the
+                # broken group closes, after this block has given SIGTERM back its default action,
+                # and a rank killed before it reported leaves "killed by SIGTERM" where its reason
+                # and checkpoint should be (seen on CI).
+                _tell(finished, code, report, leader=info.is_leader, rank=info.rank, as_json=as_json, child=child)
     except TrainPilotError as exc:  # could not join the group, or a peer vanished before training began
         report("failed", str(exc), EXIT_FAILURE)
         if not child:
             typer.echo(f"error: {exc}", err=True)
         _end(EXIT_FAILURE)
-    assert finished is not None
+    _end(code)
+
+
+def _tell(finished: Any, code: int, report: Any, *, leader: bool, rank: int, as_json: bool, child: bool) -> None:
+    """The rank's report for our own --nproc parent, or, under another launcher, its own lines:
+    the leader's --json result, and an `interrupted:` or `error:` line."""
     report(finished.status, finished.message, code, finished.result)
-    if info.is_leader and as_json and not child:
+    if child:
+        return
+    if leader and as_json:
         print_json(finished.result)
-    if code != EXIT_OK and not child:
+    if code != EXIT_OK:
         if finished.status == "interrupted":
-            if info.is_leader:
+            if leader:
                 typer.echo(f"interrupted: {finished.message}", err=True)
         else:
-            said = finished.message if finished.message.startswith("rank ") else f"rank {info.rank}: {finished.message}"
+            said = finished.message if finished.message.startswith("rank ") else f"rank {rank}: {finished.message}"
             typer.echo(f"error: {said}", err=True)
-    _end(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
 
 
 def _end(code: int) -> NoReturn:
