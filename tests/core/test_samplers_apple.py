@@ -86,13 +86,14 @@ def test_off_apple_silicon_the_ane_reading_is_na_with_the_reason() -> None:
 
 
 def test_live_tool_readings_are_estimates_and_calls_never_block() -> None:
-    sampler = ApplePowerSampler(system="Darwin", machine="arm64", tool=_fake("macmon-pipe.jsonl", "--first-delay", "0.3", "--hang"))
+    sampler = ApplePowerSampler(system="Darwin", machine="arm64", tool=_fake("macmon-pipe.jsonl", "--first-delay", "0.3", "--delay", "0.01", "--hang"))
     try:
         start = time.monotonic()
         first = sampler()
         assert time.monotonic() - start < 0.2, "the first call starts the tool in the background"
         assert first[0].value is None and first[0].note
-        readings = _wait_for(sampler, lambda r: r[0].value is not None)
+        # the fixture's two lines arrive as separate writes (GPU 34.2 %, then 32.9 %): wait for the last
+        readings = _wait_for(sampler, lambda r: r[0].value is not None and abs(r[0].value - 1.3426) < 1e-9)
         by_name = {r.name: r for r in readings}
         assert by_name["ANE power"].display == "1.3 W, est."
         assert by_name["GPU power"].estimate and by_name["CPU power"].estimate
