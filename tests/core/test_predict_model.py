@@ -3,6 +3,7 @@ thinking time. Calibrations here are derived from a written description (determi
 measured calibration has its own tests in test_predict_calibration.py."""
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -201,11 +202,12 @@ def test_thinking_takes_under_10ms_with_a_long_history(tmp_path: Path) -> None:
     profile = jobs[2]
     plans = model.plans()
     model.predict(profile, plans[0], idle())  # loads the history once (not thinking)
-    start = time.perf_counter()
-    for _ in range(5):
+    times = []
+    for _ in range(9):  # the median, so one preempted or garbage-collected decision does not decide
+        start = time.perf_counter()
         model.decide(profile, [model.predict(profile, p, idle()) for p in plans], idle(), {})
-    per_decision = (time.perf_counter() - start) / 5
-    assert per_decision < 0.010
+        times.append(time.perf_counter() - start)
+    assert statistics.median(times) < 0.010
 
 
 def test_record_never_raises_when_the_history_breaks(tmp_path: Path) -> None:

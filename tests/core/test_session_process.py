@@ -141,7 +141,8 @@ def test_the_meter_counts_a_registered_ui_process_as_ui_load() -> None:
         finally:
             contention._UI_PROCESSES.clear()
             contention._UI_PROCESSES.update(before)
-        assert meter.result.ui_cores > 0.5  # one busy loop: about a core
+        # One busy loop: up to a core, less when the machine is shared (CI); not counted would be ~0.
+        assert meter.result.ui_cores > 0.2
         assert meter.result.cores >= meter.result.ui_cores
     finally:
         busy.kill()

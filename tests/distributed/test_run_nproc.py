@@ -91,7 +91,7 @@ def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkey
     # Rank 0 leaves the broken group slowly, so the launcher's SIGTERM to it lands after its session
     # has ended: its reason and checkpoint must already be reported (CI once saw "rank 0 was killed
     # by SIGTERM before reporting" here).
-    monkeypatch.setenv("TP_TEST_SLOW_CLOSE", "3")
+    monkeypatch.setenv("TP_TEST_SLOW_CLOSE", "1")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
