@@ -103,6 +103,22 @@ def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkey
     assert list(scratch.iterdir()) == []
 
 
+def test_under_torchrun_a_dead_rank_still_names_the_reason(ddp_dataset, trainpilot_home, monkeypatch, tmp_path):
+    """The torchrun form prints each rank's own lines; rank 0's must come out before the launcher's
+    SIGTERM, which lands while it leaves the broken group (slowed here, as in the test above)."""
+    monkeypatch.setenv("TP_TEST_FAULT", "die")
+    monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
+    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "8")
+    monkeypatch.setenv("TP_TEST_SLOW_CLOSE", "1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the torchrun CLI's own /tmp/torchelastic_<id> goes here
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "trainpilot_tui",
+                "headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--timeout", "60"]
+    result = subprocess.run(torchrun, capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: rank 0:")]
+    assert len(errors) == 1 and "another rank died" in errors[0] and "--resume" in errors[0], result.stderr[-3000:]
+
+
 def test_a_hung_rank_fails_the_run_after_the_timeout(ddp_dataset, monkeypatch):
     monkeypatch.setenv("TP_TEST_FAULT", "hang")
     monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
