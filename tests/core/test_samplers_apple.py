@@ -30,6 +30,16 @@ def _never_sudo() -> bool:
     raise AssertionError("sudo must not be probed here")
 
 
+# Both tools' fixtures end on a sample whose ANE power is 1.3426 W; their first samples differ from it.
+LAST_ANE_W = 1.3426
+
+
+def _last_sample_shown(readings: list[Reading]) -> bool:
+    """The fixture's last sample has arrived: its lines come as separate writes, so a first value
+    shown may still be an earlier sample's."""
+    return readings[0].value is not None and abs(readings[0].value - LAST_ANE_W) < 1e-9
+
+
 def _fake(name: str, *args: str, decoder=None) -> PowerTool:  # type: ignore[no-untyped-def]
     return PowerTool("macmon", (sys.executable, FAKE, str(FIXTURES / name), *args),
                      decoder or (lambda: JsonLinesDecoder(parse_macmon)))
@@ -92,8 +102,7 @@ def test_live_tool_readings_are_estimates_and_calls_never_block() -> None:
         first = sampler()
         assert time.monotonic() - start < 0.2, "the first call starts the tool in the background"
         assert first[0].value is None and first[0].note
-        # the fixture's two lines arrive as separate writes (GPU 34.2 %, then 32.9 %): wait for the last
-        readings = _wait_for(sampler, lambda r: r[0].value is not None and abs(r[0].value - 1.3426) < 1e-9)
+        readings = _wait_for(sampler, _last_sample_shown)  # GPU 34.2 %, then 32.9 %
         by_name = {r.name: r for r in readings}
         assert by_name["ANE power"].display == "1.3 W, est."
         assert by_name["GPU power"].estimate and by_name["CPU power"].estimate
@@ -107,8 +116,8 @@ def test_powermetrics_plist_stream_through_the_sampler() -> None:
     tool = _fake("powermetrics-plist.bin", "--hang", decoder=PowermetricsDecoder)
     sampler = ApplePowerSampler(system="Darwin", machine="arm64", tool=tool)
     try:
-        readings = _wait_for(sampler, lambda r: r[0].value is not None and abs(r[0].value - 1.3426) < 1e-9)
-        assert readings[0].value == pytest.approx(1.3426)
+        readings = _wait_for(sampler, _last_sample_shown)
+        assert readings[0].value == pytest.approx(LAST_ANE_W)
     finally:
         sampler.close()
 

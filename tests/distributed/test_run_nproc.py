@@ -19,6 +19,15 @@ from trainpilot_tui.cli import app
 
 runner = CliRunner()
 FAULTY = f"{Path(__file__).with_name('faulty_model.py')}:FaultyMLP"
+# the torchrun form of a 2-rank run on this machine; the command line of `trainpilot_tui` follows
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "trainpilot_tui"]
+
+
+def fault_on_rank_1(monkeypatch, kind: str) -> None:
+    """faulty_model.py's rank 1 dies ("die") or hangs ("hang") at its 8th training step: in epoch 2."""
+    monkeypatch.setenv("TP_TEST_FAULT", kind)
+    monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
+    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "8")
 
 
 def weights(run_id: str) -> dict[str, torch.Tensor]:
@@ -40,7 +49,7 @@ def test_torchrun_then_nproc_resume_equals_single_process(ddp_dataset, trainpilo
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the torchrun CLI's own /tmp/torchelastic_<id> goes here
     args = ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "--seed", "3", "-q", "--json"]
     # the torchrun form: every process is a rank (RANK/WORLD_SIZE set); rank 0 alone prints --json
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "trainpilot_tui", *args, "-e", "1"]
+    torchrun = [*TORCHRUN, *args, "-e", "1"]
     first = subprocess.run(torchrun, capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert first.returncode == 0, first.stderr[-2000:]
     data = json.loads(first.stdout)  # one JSON document: printed once
@@ -85,9 +94,7 @@ def _assert_failed_with_checkpoint(result, expected: str) -> None:
 
 
 def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkeypatch, tmp_path):
-    monkeypatch.setenv("TP_TEST_FAULT", "die")
-    monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
-    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "8")
+    fault_on_rank_1(monkeypatch, "die")
     # Rank 0 leaves the broken group slowly, so the launcher's SIGTERM to it lands after its session
     # has ended: its reason and checkpoint must already be reported (CI once saw "rank 0 was killed
     # by SIGTERM before reporting" here).
@@ -106,13 +113,10 @@ def test_a_dead_rank_fails_the_run_at_once_with_a_checkpoint(ddp_dataset, monkey
 def test_under_torchrun_a_dead_rank_still_names_the_reason(ddp_dataset, trainpilot_home, monkeypatch, tmp_path):
     """The torchrun form prints each rank's own lines; rank 0's must come out before the launcher's
     SIGTERM, which lands while it leaves the broken group (slowed here, as in the test above)."""
-    monkeypatch.setenv("TP_TEST_FAULT", "die")
-    monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
-    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "8")
+    fault_on_rank_1(monkeypatch, "die")
     monkeypatch.setenv("TP_TEST_SLOW_CLOSE", "1")
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the torchrun CLI's own /tmp/torchelastic_<id> goes here
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "trainpilot_tui",
-                "headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--timeout", "60"]
+    torchrun = [*TORCHRUN, "headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--timeout", "60"]
     result = subprocess.run(torchrun, capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: rank 0:")]
@@ -120,9 +124,7 @@ def test_under_torchrun_a_dead_rank_still_names_the_reason(ddp_dataset, trainpil
 
 
 def test_a_hung_rank_fails_the_run_after_the_timeout(ddp_dataset, monkeypatch):
-    monkeypatch.setenv("TP_TEST_FAULT", "hang")
-    monkeypatch.setenv("TP_TEST_FAULT_RANK", "1")
-    monkeypatch.setenv("TP_TEST_FAULT_AFTER", "8")
+    fault_on_rank_1(monkeypatch, "hang")
     start = time.monotonic()
     # 5 s, not less: the group's timeout also bounds joining it, and two ranks importing torch on a
     # loaded 2-core machine can start seconds apart

@@ -133,6 +133,8 @@ def _tell(finished: Any, code: int, report: Any, *, leader: bool, rank: int, as_
         else:
             said = finished.message if finished.message.startswith("rank ") else f"rank {rank}: {finished.message}"
             typer.echo(f"error: {said}", err=True)
+    # Out of the buffers now, not only at _end: the SIGTERM this is early for may still kill the
+    # process before it gets there, and a --json result on a pipe sits in a block buffer.
     sys.stdout.flush()
     sys.stderr.flush()
 
