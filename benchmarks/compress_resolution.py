@@ -7,6 +7,13 @@ chooses by) and on the test split (what the benchmark reports).
     python benchmarks/compress_resolution.py                                  # small_cnn on digits, five configurations
     python benchmarks/compress_resolution.py --dataset demo --kept 8/14 8/16 7/15
     python benchmarks/compress_resolution.py --splits --seeds 6 --kept 8/16 12/16 12/12   # each seed its own split
+    python benchmarks/compress_resolution.py --splits --seeds 6 --time 5 --kept 8/16 9/18 10/20 8/24 10/16 6/32
+
+With --time N every configuration is also timed against the dense model (all of them interleaved
+in one run, as compress.py times its finalists, repeated N times), and each configuration that is
+not uniform (not the same share of every layer) is set beside the most accurate uniform one that
+stepped at least as fast: whether any allocation among those given beats uniform pruning at
+equal measured speed on this machine.
 
 Where the configurations' test drops differ by a sample or two and the validation ordering is not
 the test ordering, which configuration "loses less" is decided by the test split's size, not by
@@ -43,11 +50,13 @@ def main() -> int:
                         help="each seed also draws its own train/validation/test split and trains its own dense model"
                              " (as compress.py --seeds does): the test split's luck averages out, not only the fine-tune's")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--time", type=int, default=0, metavar="N",
+                        help="also time every configuration against the dense model, N interleaved timings of 21 steps each")
     args = parser.parse_args()
 
     import torch
 
-    from compress import DEMO_SAMPLES, FULL, digits  # the benchmark's own data and budgets
+    from compress import DEMO_SAMPLES, FULL, TIMING_BATCH, digits  # the benchmark's own data and budgets
     from trainpilot.compress.deploy import deployment_fine_tune
     from trainpilot.compress.finetune import accuracy, mean_loss, tensors
     from trainpilot.compress.grow import sparsity_for
@@ -89,7 +98,65 @@ def main() -> int:
         drops = [r[0] for r in rows]
         print(f"{kept_text:<10} {sum(drops) / len(drops):<+10.2f} {' '.join(f'{d:+.2f}' for d in drops):<36}"
               f" {' '.join(f'{r[1]:.3f}' for r in rows):<36} {' '.join(f'{r[2]:.4f}' for r in rows):<48}", flush=True)
+    if args.time:
+        mean_drop = {k: sum(r[0] for r in rows) / len(rows) for k, rows in scores.items()}
+        speedups = time_configurations(dense, layers, full, kept_of, shape, data.num_classes, batch=TIMING_BATCH[args.dataset],
+                                       threads=threads, timings=args.time)
+        print_frontier(kept_of, channels, mean_drop, speedups, batch=TIMING_BATCH[args.dataset], threads=threads)
     return 0
+
+
+def time_configurations(dense, layers, full: dict[str, int], kept_of: dict[str, list[int]], shape, num_classes: int, *,
+                        batch: int, threads: int, timings: int) -> dict[str, list[float]]:
+    """Each configuration's measured speed-up over the dense model in each of `timings` runs, all of
+    them and the dense model interleaved in every run (the untrained weights time alike)."""
+    import statistics
+
+    from trainpilot.compress.cycles import measure_steps
+    from trainpilot.compress.grow import sparsity_for
+    from trainpilot.compress.prune import prune
+
+    names = list(full)
+    models = {"dense": dense, **{k: prune(dense, layers, sparsity_for(dict(zip(names, kept)), full), shape).model
+                                 for k, kept in kept_of.items()}}
+    out: dict[str, list[float]] = {k: [] for k in kept_of}
+    for _ in range(timings):
+        times = measure_steps(models, shape, num_classes, batch=batch, threads=threads, repeats=21)
+        for k in kept_of:
+            out[k].append(times.speedup(k))
+        print(f"  timed: dense {times.seconds['dense'] * 1e3:.2f} ms; median speed-up {statistics.median(out[next(iter(out))]):.2f}x so far"
+              f" for {next(iter(out))}", file=sys.stderr, flush=True)
+    return out
+
+
+def is_uniform(kept: list[int], channels: list[int]) -> bool:
+    """The same share of every layer, to within the one-channel rounding of the smallest layer."""
+    shares = [k / c for k, c in zip(kept, channels)]
+    return max(shares) - min(shares) <= 1.0 / min(channels)
+
+
+def print_frontier(kept_of: dict[str, list[int]], channels: list[int], mean_drop: dict[str, float],
+                   speedups: dict[str, list[float]], *, batch: int, threads: int) -> None:
+    import statistics
+
+    speed = {k: statistics.median(v) for k, v in speedups.items()}
+    print(f"\nmeasured speed-up over dense (batch {batch}, {threads} threads; median of {len(next(iter(speedups.values())))}"
+          f" interleaved timings [lowest, highest]) and the most accurate uniform configuration at least as fast:")
+    print(f"{'kept':<10} {'kind':<12} {'speed-up':<24} {'mean drop':<10} {'uniform as fast':<16} {'its drop':<10} {'verdict'}")
+    uniform = [k for k in kept_of if is_uniform(kept_of[k], channels)]
+    for k in sorted(kept_of, key=lambda k: -speed[k]):
+        low, high = min(speedups[k]), max(speedups[k])
+        cell = f"{speed[k]:.2f}x [{low:.2f}, {high:.2f}]"
+        if k in uniform:
+            print(f"{k:<10} {'uniform':<12} {cell:<24} {mean_drop[k]:<+10.2f}")
+            continue
+        rivals = [u for u in uniform if speed[u] >= speed[k]]
+        if not rivals:
+            print(f"{k:<10} {'non-uniform':<12} {cell:<24} {mean_drop[k]:<+10.2f} {'none given':<16} {'':<10} no uniform as fast among those given")
+            continue
+        best = min(rivals, key=lambda u: mean_drop[u])
+        verdict = "beats uniform" if mean_drop[k] < mean_drop[best] else "uniform as good or better"
+        print(f"{k:<10} {'non-uniform':<12} {cell:<24} {mean_drop[k]:<+10.2f} {best:<16} {mean_drop[best]:<+10.2f} {verdict}")
 
 
 if __name__ == "__main__":
