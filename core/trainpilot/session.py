@@ -236,12 +236,14 @@ class TrainingSession:
 
     def _run(self) -> Iterator[ev.Event]:
         from .agent import HardwareOrchestrator, observe_hardware
+        from .allocator import keep_freed_memory
         from .data import resolve_dataset
         from .paths import runs_dir
         from .trainer import Trainer, seed_everything
         from .workload import ModelSpec, build_model, profile_model
 
         cfg = self.config
+        allocator = keep_freed_memory()  # before anything is timed: calibration, planning and training alike
         resume_state = None
         if cfg.resume:
             if cfg.resume == resume.LAST:
@@ -282,6 +284,7 @@ class TrainingSession:
         step = agent.observe(observation, profile)
         yield ev.HardwareObserved(self.run_id, profile.to_dict(), observation, step.text)
         yield self._emit_step(step)
+        yield ev.AgentStepped(self.run_id, "act", allocator.text, None, {})  # every run says it: the setting is the process's
         yield from self._calibrate_on_first_sight(agent.predictor)
 
         # THINK

@@ -38,8 +38,13 @@ class StepTimes:
 def measure_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], num_classes: int, *,
                   batch: int, threads: int, repeats: int, seed: int = 0) -> StepTimes:
     """Median training-step time of each model, interleaved: each round times one step of every
-    model, in an order that rotates so no model always runs right after another. The models are
-    copied first (timing trains them)."""
+    model, in an order that rotates so no model is always timed first in a round. The models are
+    copied first (timing trains them). Timed under the allocator TrainPilot trains with
+    (allocator.py): with glibc's defaults each step faulted its buffers in afresh, a share of the
+    step that differed between two copies of one model by up to 25 %."""
+    from ..allocator import keep_freed_memory
+
+    keep_freed_memory()
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, *sample_shape, generator=gen)  # dense kernels take as long on any values
     y = torch.randint(0, num_classes, (batch,), generator=gen)

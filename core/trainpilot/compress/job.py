@@ -208,10 +208,13 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
     from ..workload import ModelSpec, build_model
     from .prune import check_prunable
 
+    from ..allocator import keep_freed_memory
+
     say = on_event or (lambda _e: None)
     problems = config.problems()
     if problems:
         raise ValueError(problems[0])
+    keep_freed_memory()  # the dense model trains, and every configuration is timed, as a TrainPilot run would train them
     started = time.perf_counter()
     target = resolve_compression_target(config.hardware)
     machines = _machines(config, target)

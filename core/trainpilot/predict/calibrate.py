@@ -124,6 +124,9 @@ def run_calibration(
     quick mode, 30 s otherwise); with a budget, a disturbed point is measured again."""
     import torch
 
+    from ..allocator import keep_freed_memory
+
+    keep_freed_memory()  # calibrate under the allocator the training runs with
     say = progress or (lambda _f, _m: None)
     started = time.perf_counter()
     suite = QUICK_SUITE if quick else FULL_SUITE
