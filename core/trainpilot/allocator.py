@@ -24,7 +24,6 @@ setting says why. TRAINPILOT_KEEP_FREED_MEMORY=0 turns it off (a process that mu
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 import threading
@@ -70,8 +69,8 @@ def _apply() -> AllocatorSetting:
     if libc_name != "glibc":
         return AllocatorSetting(False, f"malloc left as it is: not glibc ({platform.system()}{', ' + libc_name if libc_name else ''})")
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        # the process's own symbols, glibc's among them: find_library would run ldconfig in a subprocess
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError) as exc:
         return AllocatorSetting(False, f"malloc left as it is: mallopt not found ({exc})")
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int

@@ -96,3 +96,16 @@ def test_every_run_says_so_in_the_trace_before_planning():
         said = [i for i, e in enumerate(events) if isinstance(e, ev.AgentStepped) and e.phase == "act" and "freed memory kept" in e.text]
         chosen = next(i for i, e in enumerate(events) if isinstance(e, ev.BackendChosen))
         assert len(said) == 1 and said[0] < chosen
+
+
+def test_a_refused_parameter_is_reported_not_applied(monkeypatch):
+    from types import SimpleNamespace
+
+    def mallopt(param, value):
+        return 0  # glibc's answer to a parameter it refuses
+
+    monkeypatch.setattr(allocator, "_setting", None)
+    monkeypatch.setattr(allocator.platform, "libc_ver", lambda: ("glibc", "2.36"))
+    monkeypatch.setattr(allocator.ctypes, "CDLL", lambda _name: SimpleNamespace(mallopt=mallopt))
+    setting = allocator.keep_freed_memory()
+    assert not setting.applied and "refused" in setting.text
