@@ -204,11 +204,10 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
     """Run the whole job. Raises ValueError for an impossible request, TrainPilotError (one line)
     for bad input (unknown hardware, a dataset too small to hold out, a model torch-pruning cannot
     handle); otherwise returns the report, deployed or not."""
+    from ..allocator import keep_freed_memory
     from ..data import Dataset, resolve_dataset
     from ..workload import ModelSpec, build_model
     from .prune import check_prunable
-
-    from ..allocator import keep_freed_memory
 
     say = on_event or (lambda _e: None)
     problems = config.problems()
