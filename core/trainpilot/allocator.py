@@ -4,8 +4,10 @@ Every training step allocates its activations and gradients and frees them again
 serves blocks over its mmap threshold (128 KiB at first, raised as it goes) with fresh mappings, and
 trims the top of the heap once more than its trim threshold is free, so memory goes back to the
 kernel after one step and has to be faulted in, page by page and zeroed, in the next. Measured here
-(benchmarks/allocator.py, 2 cores, torch 2.13): 60,000-600,000 page faults per epoch of the zoo's
-models on the demo set, 11-20 % of the epoch's time; after `keep_freed_memory` about none. The
+(benchmarks/allocator.py --plain, 2 cores, torch 2.13): 127,000-585,000 page faults per epoch of
+small_cnn, wide_cnn and large_dense in a plain loop on the demo set, whose epochs kept memory cut by
+22-32 %, with about no faults left; in TrainPilot's own runs large_dense's epochs by a quarter
+(glibc's adaptive threshold had already spared the others most faults). The
 faults also made step times noisy: two copies of one pruned small_cnn, timed side by side,
 differed by up to 25 % (80 against 32 faults a step), which the compression's measured speed-ups
 inherited.
