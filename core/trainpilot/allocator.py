@@ -8,9 +8,9 @@ kernel after one step and has to be faulted in, page by page and zeroed, in the 
 small_cnn, wide_cnn and large_dense in a plain loop on the demo set, whose epochs kept memory cut by
 22-32 %, with about no faults left; in TrainPilot's own runs large_dense's epochs by a quarter
 (glibc's adaptive threshold had already spared the others most faults). The
-faults also made step times noisy: two copies of one pruned small_cnn, timed side by side,
-differed by up to 25 % (80 against 32 faults a step), which the compression's measured speed-ups
-inherited.
+faults also made step times noisy, and the compression's measured speed-ups with them:
+benchmarks/step_noise.py (one dense / pruned pair, 12 timings in 4 processes) spread 32 % of its
+median twice with glibc's defaults, 14 % and 7 % with freed memory kept.
 
 So TrainPilot sets three glibc malloc parameters at the start of a training process: blocks up to
 MMAP_THRESHOLD come from the heap, the heap keeps up to TRIM_THRESHOLD free at its top, and grows

@@ -40,8 +40,8 @@ def measure_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], n
     """Median training-step time of each model, interleaved: each round times one step of every
     model, in an order that rotates so no model is always timed first in a round. The models are
     copied first (timing trains them). Timed under the allocator TrainPilot trains with
-    (allocator.py): with glibc's defaults each step faulted its buffers in afresh, a share of the
-    step that differed between two copies of one model by up to 25 %."""
+    (allocator.py): with glibc's defaults each step faulted its buffers in afresh, and one pair's
+    speed-up spread 32 % across timings (benchmarks/step_noise.py) against 7-14 % without."""
     from ..allocator import keep_freed_memory
 
     keep_freed_memory()
