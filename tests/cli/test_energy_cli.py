@@ -13,18 +13,25 @@ runner = CliRunner()
 
 
 def test_run_json_has_energy_and_history_lists_it(dataset_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
     monkeypatch.setenv("TRAINPILOT_CPU_WATTS_PER_CORE", "6")
+    started = time.perf_counter()
     result = runner.invoke(app, ["headless", "run", "-m", "mlp", "-d", str(dataset_dir), "-e", "2", "--objective", "energy", "--json", "-q"])
+    wall_s = time.perf_counter() - started
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["objective"] == "energy"
     # No RAPL, NVML or macOS sampler on CI machines: the figure is the labelled estimate.
     assert data["energy_source"] == "est.: 6 W per busy core (TRAINPILOT_CPU_WATTS_PER_CORE) x CPU time"
     assert data["energy_j"] > 0 and data["energy_j"] == pytest.approx(sum(e["energy_j"] for e in data["epochs"]))
-    # At most the whole machine's cores busy for the training time, at 6 W each.
+    # At most the whole machine's cores busy, at 6 W each, for as long as the run took. Not for
+    # `actual_s`: that counts the training steps only, while an epoch's energy window also holds its
+    # set-up, the step events and the process's other threads (this mlp's epochs are ~5 ms, so those can be
+    # most of the window).
     import os
 
-    assert data["energy_j"] <= 6.0 * (os.cpu_count() or 1) * data["actual_s"] * 1.2
+    assert data["energy_j"] <= 6.0 * (os.cpu_count() or 1) * wall_s
     listed = runner.invoke(app, ["headless", "history", "--json"])
     runs = json.loads(listed.stdout)
     assert runs[0]["run_id"] == data["run_id"] and runs[0]["energy_j"] == pytest.approx(data["energy_j"])
