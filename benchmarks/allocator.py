@@ -26,7 +26,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OFF = "TRAINPILOT_KEEP_FREED_MEMORY"
+sys.path.insert(0, str(ROOT / "core"))
+
+from trainpilot.allocator import OFF_SWITCH as OFF  # noqa: E402  (light: imports no torch)
 
 
 def one_run(model: str, epochs: int, threads: int, keep: bool, home: str) -> tuple[list[float], float]:
@@ -57,7 +59,6 @@ def plain_run(model: str, epochs: int, threads: int, keep: bool, _home: str) -> 
 def plain_child(model: str, epochs: int, threads: int) -> None:
     import time
 
-    sys.path.insert(0, str(ROOT / "core"))
     import torch
     from torch import nn
 

@@ -22,8 +22,10 @@ the allocation.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))
@@ -36,6 +38,14 @@ def kept_counts(parser: argparse.ArgumentParser, text: str, channels: list[int])
     if len(kept) != len(channels) or not all(0 < k <= c for k, c in zip(kept, channels)):
         parser.error(f"--kept {text}: give one count per prunable layer, each 1..{'/'.join(map(str, channels))}")
     return kept
+
+
+def pruned_to(dense: Any, layers: Any, full: dict[str, int], kept: list[int], shape: tuple[int, ...]) -> Any:
+    """`dense` pruned to `kept` channels per prunable layer (in the order of `full`): a PrunedModel."""
+    from trainpilot.compress.grow import sparsity_for
+    from trainpilot.compress.prune import prune
+
+    return prune(dense, layers, sparsity_for(dict(zip(full, kept)), full), shape)
 
 
 def main() -> int:
@@ -59,9 +69,8 @@ def main() -> int:
     from compress import DEMO_SAMPLES, FULL, TIMING_BATCH, digits  # the benchmark's own data and budgets
     from trainpilot.compress.deploy import deployment_fine_tune
     from trainpilot.compress.finetune import accuracy, mean_loss, tensors
-    from trainpilot.compress.grow import sparsity_for
     from trainpilot.compress.job import split_three, train_dense
-    from trainpilot.compress.prune import check_prunable, prune
+    from trainpilot.compress.prune import check_prunable
     from trainpilot.data import demo_dataset
     from trainpilot.workload import build_model
 
@@ -78,7 +87,7 @@ def main() -> int:
 
     # the counts are checked against the model's layers before any training
     full = {layer.name: layer.out_channels for layer in check_prunable(build_model(args.model, shape, data.num_classes), shape).prunable}
-    names, channels = list(full), list(full.values())
+    channels = list(full.values())
     kept_of = {text: kept_counts(parser, text, channels) for text in args.kept}
     train, val, test, dense, layers, dense_test = dense_for(0)
     what = "seeds, each its own split and dense model" if args.splits else "fine-tune seeds each"
@@ -89,8 +98,7 @@ def main() -> int:
         if args.splits and seed > 0:
             train, val, test, dense, layers, dense_test = dense_for(seed)
         for kept_text, kept in kept_of.items():
-            pruned = prune(dense, layers, sparsity_for(dict(zip(names, kept)), full), shape)
-            pruned = deployment_fine_tune(pruned, train, epochs=FULL["deploy_epochs"], batch=batch, seed=seed, threads=threads, teacher=dense)
+            pruned = deployment_fine_tune(pruned_to(dense, layers, full, kept, shape), train, epochs=FULL["deploy_epochs"], batch=batch, seed=seed, threads=threads, teacher=dense)
             scores[kept_text].append(((dense_test - accuracy(pruned.model, test, threads=threads)) * 100.0,
                                       accuracy(pruned.model, val, threads=threads), mean_loss(pruned.model, val, threads=threads)))
     print(f"{'kept':<10} {'mean drop':<10} {'test drop (pt), per seed':<36} {'val acc, per seed':<36} {'val loss, per seed':<48}")
@@ -110,15 +118,9 @@ def time_configurations(dense, layers, full: dict[str, int], kept_of: dict[str, 
                         batch: int, threads: int, timings: int) -> dict[str, list[float]]:
     """Each configuration's measured speed-up over the dense model in each of `timings` runs, all of
     them and the dense model interleaved in every run (the untrained weights time alike)."""
-    import statistics
-
     from trainpilot.compress.cycles import measure_steps
-    from trainpilot.compress.grow import sparsity_for
-    from trainpilot.compress.prune import prune
 
-    names = list(full)
-    models = {"dense": dense, **{k: prune(dense, layers, sparsity_for(dict(zip(names, kept)), full), shape).model
-                                 for k, kept in kept_of.items()}}
+    models = {"dense": dense, **{k: pruned_to(dense, layers, full, kept, shape).model for k, kept in kept_of.items()}}
     out: dict[str, list[float]] = {k: [] for k in kept_of}
     for _ in range(timings):
         times = measure_steps(models, shape, num_classes, batch=batch, threads=threads, repeats=21)
@@ -137,8 +139,6 @@ def is_uniform(kept: list[int], channels: list[int]) -> bool:
 
 def print_frontier(kept_of: dict[str, list[int]], channels: list[int], mean_drop: dict[str, float],
                    speedups: dict[str, list[float]], *, batch: int, threads: int) -> None:
-    import statistics
-
     speed = {k: statistics.median(v) for k, v in speedups.items()}
     print(f"\nmeasured speed-up over dense (batch {batch}, {threads} threads; median of {len(next(iter(speedups.values())))}"
           f" interleaved timings [lowest, highest]) and the most accurate uniform configuration at least as fast:")

@@ -58,10 +58,9 @@ def main() -> int:
 
     import torch
 
-    from compress_resolution import kept_counts
+    from compress_resolution import kept_counts, pruned_to
     from trainpilot.compress.cycles import measure_steps
-    from trainpilot.compress.grow import sparsity_for
-    from trainpilot.compress.prune import check_prunable, prune
+    from trainpilot.compress.prune import check_prunable
     from trainpilot.workload import build_model
 
     torch.set_num_threads(args.threads)
@@ -76,7 +75,7 @@ def main() -> int:
         x, y = torch.randn(batch, *shape), torch.randint(0, 10, (batch,))
         for kept_text in args.kept:
             kept = kept_counts(parser, kept_text, list(full.values()))
-            models = {"dense": dense, "pruned": prune(dense, layers, sparsity_for(dict(zip(full, kept)), full), shape).model}
+            models = {"dense": dense, "pruned": pruned_to(dense, layers, full, kept, shape).model}
             one = [measure_steps(models, shape, 10, batch=batch, threads=args.threads, repeats=21).speedup("pruned") for _ in range(3)]
             blocks = [alternate(models, x, y, block=5, rounds=7) for _ in range(3)]
             runs = [alternate(models, x, y, block=40, rounds=4) for _ in range(3)]
