@@ -37,7 +37,9 @@ sys.path.insert(0, str(ROOT / "core"))
 
 MODELS = ("small_cnn", "wide_cnn")
 TIMING_BATCH = {"demo": 64, "digits": 512}
-FULL = dict(episodes=24, search_seconds=45.0, dense_epochs=48.0, finetune_steps=100, deploy_epochs=24.0, search_repeats=5, deploy_repeats=21)
+# The full run trains as `trainpilot headless compress` does by default (compress/budget.py: 48 epochs but at
+# least 2400 steps for the dense model, half that for the deployment fine-tune); --quick gives fixed short ones.
+FULL = dict(episodes=24, search_seconds=45.0, dense_epochs=None, finetune_steps=100, deploy_epochs=None, search_repeats=5, deploy_repeats=21)
 QUICK = dict(episodes=8, search_seconds=0.0, dense_epochs=16.0, finetune_steps=20, deploy_epochs=8.0, search_repeats=3, deploy_repeats=9)
 PREDICT_ON = ("apple-m2", "linux-cuda-rtx4090")
 # The demo generator's size for the full run. At its default 2400 the test split is 360 samples:

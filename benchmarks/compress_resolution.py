@@ -67,6 +67,7 @@ def main() -> int:
     import torch
 
     from compress import DEMO_SAMPLES, FULL, TIMING_BATCH, digits  # the benchmark's own data and budgets
+    from trainpilot.compress.budget import budget_for
     from trainpilot.compress.deploy import deployment_fine_tune
     from trainpilot.compress.finetune import accuracy, mean_loss, tensors
     from trainpilot.compress.job import split_three, train_dense
@@ -82,23 +83,24 @@ def main() -> int:
         torch.manual_seed(split_seed)
         dense = build_model(args.model, shape, data.num_classes)
         layers = check_prunable(dense, shape)
-        train_dense(dense, train, epochs=FULL["dense_epochs"], batch=batch, seed=split_seed, threads=threads)
-        return train, val, test, dense, layers, accuracy(dense, test, threads=threads)
+        budget = budget_for(len(train), batch, dense_epochs=FULL["dense_epochs"], deploy_epochs=FULL["deploy_epochs"])
+        train_dense(dense, train, steps=budget.dense_steps, batch=batch, seed=split_seed, threads=threads)
+        return train, val, test, dense, layers, accuracy(dense, test, threads=threads), budget
 
     # the counts are checked against the model's layers before any training
     full = {layer.name: layer.out_channels for layer in check_prunable(build_model(args.model, shape, data.num_classes), shape).prunable}
     channels = list(full.values())
     kept_of = {text: kept_counts(parser, text, channels) for text in args.kept}
-    train, val, test, dense, layers, dense_test = dense_for(0)
+    train, val, test, dense, layers, dense_test, budget = dense_for(0)
     what = "seeds, each its own split and dense model" if args.splits else "fine-tune seeds each"
     print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
-          f" {len(val)} validation; prunable layers {'/'.join(map(str, channels))} channels; {args.seeds} {what}")
+          f" {len(val)} validation; dense {budget.dense_steps} steps, fine-tune {budget.deploy_steps}; prunable layers {'/'.join(map(str, channels))} channels; {args.seeds} {what}")
     scores: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kept_of}  # (test drop, val acc, val loss) per seed
     for seed in range(args.seeds):
         if args.splits and seed > 0:
-            train, val, test, dense, layers, dense_test = dense_for(seed)
+            train, val, test, dense, layers, dense_test, budget = dense_for(seed)
         for kept_text, kept in kept_of.items():
-            pruned = deployment_fine_tune(pruned_to(dense, layers, full, kept, shape), train, epochs=FULL["deploy_epochs"], batch=batch, seed=seed, threads=threads, teacher=dense)
+            pruned = deployment_fine_tune(pruned_to(dense, layers, full, kept, shape), train, steps=budget.deploy_steps, batch=batch, seed=seed, threads=threads, teacher=dense)
             scores[kept_text].append(((dense_test - accuracy(pruned.model, test, threads=threads)) * 100.0,
                                       accuracy(pruned.model, val, threads=threads), mean_loss(pruned.model, val, threads=threads)))
     print(f"{'kept':<10} {'mean drop':<10} {'test drop (pt), per seed':<36} {'val acc, per seed':<36} {'val loss, per seed':<48}")

@@ -87,7 +87,7 @@ def compare(report: Any, *, repeats: int, final_repeats: int) -> tuple[list[Row]
     for kind in ("uniform", "l1-global"):
         model, m = match_speedup(kind, ev, report.tuned.pruned.model, repeats=repeats)
         matched.append(m)
-        tuned[kind] = fine_tune(model, ev.train, report.test_data, epochs=cfg.deploy_epochs, batch=cfg.batch_size, seed=cfg.seed,
+        tuned[kind] = fine_tune(model, ev.train, report.test_data, steps=report.budget.deploy_steps, batch=cfg.batch_size, seed=cfg.seed,
                                 threads=ev.threads, teacher=ev.dense)
     times = measure_steps({"dense": ev.dense, **{k: t.pruned.model for k, t in tuned.items()}}, ev.sample_shape, ev.num_classes,
                           batch=ev.timing_batch, threads=ev.threads, repeats=final_repeats, seed=cfg.seed)

@@ -24,7 +24,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from .cycles import StepTimes, measure_steps, predict_steps
-from .finetune import RESTART_LR, Tensors, accuracy, steps_for_epochs, train_steps
+from .finetune import RESTART_LR, Tensors, accuracy, train_steps
 from .prune import PrunedModel, rebuild
 
 PLAN_FORMAT = 1
@@ -48,19 +48,19 @@ class Verdict:
     exported: dict[str, str] = field(default_factory=dict)
 
 
-def deployment_fine_tune(pruned: PrunedModel, train: Tensors, *, epochs: float, batch: int, seed: int, threads: int,
+def deployment_fine_tune(pruned: PrunedModel, train: Tensors, *, steps: int, batch: int, seed: int, threads: int,
                          teacher: nn.Module | None = None) -> PrunedModel:
-    """The deployment fine-tune, a warm restart at RESTART_LR distilling from `teacher` (the dense
-    model): the same budget and recipe for the agent's finalists and the baselines. In place."""
-    train_steps(pruned.model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=RESTART_LR, seed=seed,
-                threads=threads, teacher=teacher)
+    """The deployment fine-tune, `steps` steps (budget.py) of a warm restart at RESTART_LR distilling
+    from `teacher` (the dense model): the same budget and recipe for the agent's finalists and the
+    baselines. In place."""
+    train_steps(pruned.model, train, steps=steps, batch=batch, lr=RESTART_LR, seed=seed, threads=threads, teacher=teacher)
     return pruned
 
 
-def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, epochs: float, batch: int, seed: int, threads: int,
+def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, steps: int, batch: int, seed: int, threads: int,
               teacher: nn.Module | None = None) -> Tuned:
     """The deployment fine-tune, then the test accuracy."""
-    deployment_fine_tune(pruned, train, epochs=epochs, batch=batch, seed=seed, threads=threads, teacher=teacher)
+    deployment_fine_tune(pruned, train, steps=steps, batch=batch, seed=seed, threads=threads, teacher=teacher)
     return Tuned(pruned, accuracy(pruned.model, test, threads=threads))
 
 

@@ -30,7 +30,8 @@ from .deploy import Tuned, Verdict, coremltools_installed, deployment_fine_tune,
 from .env import DEFAULT_MAX_SPARSITY, CompressionEnv
 from .evaluate import Evaluation, Evaluator
 from .finalists import Finalist, choose
-from .finetune import LEARNING_RATE, accuracy, steps_for_epochs, tensors, train_steps
+from .budget import Budget, budget_for
+from .finetune import LEARNING_RATE, accuracy, tensors, train_steps
 from .layers import LayerInfo
 from .search import best, run_search
 from .target import CompressionTarget, resolve_compression_target
@@ -55,9 +56,9 @@ class CompressConfig:
     threads: int | None = None  # None: the agent's thread plan
     batch_size: int = 64
     timing_batch: int | None = None  # the batch whose step time counts (default batch_size)
-    dense_epochs: float = 48.0  # measured: small_cnn / demo gains 2 points from 24 to 48; a dense model short of convergence flatters the pruned one
+    dense_epochs: float | None = None  # None: budget.py's rule, 48 epochs but at least 2400 steps (a dense model short of convergence flatters the pruned one)
     finetune_steps: int = 100  # per search episode (finetune.RESTART_LR: why 100)
-    deploy_epochs: float = 24.0  # half the dense budget, as a warm restart (finetune.RESTART_LR)
+    deploy_epochs: float | None = None  # None: half the dense model's steps, as a warm restart (finetune.RESTART_LR)
     search_repeats: int = 5  # measured steps per model per episode
     deploy_repeats: int = 21
     finalists: int = 3  # at least this many configurations get the deployment fine-tune, compared on validation (finalists.py)
@@ -84,7 +85,7 @@ class CompressConfig:
             out.append("--batch-size must be at least 1")
         if self.finalists < 1:
             out.append(f"--finalists must be at least 1, got {self.finalists}")
-        if self.finetune_steps < 1 or not self.deploy_epochs > 0 or not self.dense_epochs > 0:
+        if self.finetune_steps < 1 or not all(e is None or e > 0 for e in (self.dense_epochs, self.deploy_epochs)):
             out.append("--finetune-steps, --deploy-epochs and --dense-epochs must be positive")
         if not 0.0 < self.max_sparsity < 1.0:
             out.append(f"--max-sparsity must be between 0 and 1, got {self.max_sparsity:g}")
@@ -103,6 +104,7 @@ class CompressionReport:
     layers: tuple[LayerInfo, ...]
     dense_val_accuracy: float
     dense_accuracy: float  # test
+    budget: Budget
     evaluations: list[Evaluation]
     search_seconds: float
     chosen: Evaluation | None
@@ -149,6 +151,7 @@ class CompressionReport:
             "accuracy_split": "test",
             "params_dense": self.params_dense,
             "params_pruned": self.tuned.pruned.params if self.tuned else None,
+            "training": self.budget.to_dict(),
             "predicted": {name: {"dense_step_s": t.seconds["dense"], "pruned_step_s": t.seconds["pruned"],
                                  "speedup": t.speedup("pruned"), "label": t.label, "where": t.where}
                           for name, t in self.predicted.items()},
@@ -178,10 +181,10 @@ def split_three(data: Any, seed: int) -> tuple[Any, Any, Any]:
     return train, val, test
 
 
-def train_dense(model: Any, train: Any, *, epochs: float, batch: int, seed: int, threads: int) -> None:
-    """Train the dense model the job compresses, from scratch, in place (the recipe every dense
-    model here gets, benchmarks/compress_resolution.py's too)."""
-    train_steps(model, train, steps=steps_for_epochs(epochs, len(train), batch), batch=batch, lr=LEARNING_RATE, seed=seed, threads=threads)
+def train_dense(model: Any, train: Any, *, steps: int, batch: int, seed: int, threads: int) -> None:
+    """Train the dense model the job compresses, from scratch, in place, for `steps` steps
+    (budget.py): the recipe every dense model here gets, benchmarks/compress_resolution.py's too."""
+    train_steps(model, train, steps=steps, batch=batch, lr=LEARNING_RATE, seed=seed, threads=threads)
 
 
 def plan_threads(model: Any, data: Any, batch: int) -> tuple[int, str]:
@@ -232,10 +235,12 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
     else:
         threads, why = plan_threads(spec.to_config(), data, timing_batch)
     train, val, test = tensors(train_set), tensors(val_set), tensors(test_set)
+    budget = budget_for(len(train), config.batch_size, dense_epochs=config.dense_epochs, deploy_epochs=config.deploy_epochs)
 
-    say(ev.StageStarted("train", f"training dense {spec.name} for {config.dense_epochs:g} epochs on {len(train)} samples ({threads} thread(s))"))
+    say(ev.StageStarted("train", f"training dense {spec.name} for {budget.dense_steps} steps ({budget.why}) on {len(train)} samples"
+                                 f" ({threads} thread(s))"))
     t0 = time.perf_counter()
-    train_dense(dense, train, epochs=config.dense_epochs, batch=config.batch_size, seed=config.seed, threads=threads)
+    train_dense(dense, train, steps=budget.dense_steps, batch=config.batch_size, seed=config.seed, threads=threads)
     dense_val, dense_test = accuracy(dense, val, threads=threads), accuracy(dense, test, threads=threads)
     say(ev.DenseTrained(dense_val, dense_test, time.perf_counter() - t0, threads, why, layers.prunable))
 
@@ -266,12 +271,12 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
         verdict = Verdict(False, "not deployed: the search was stopped before it finished", 0.0, 0.0, target.cycles_label)
     else:
         def tune(pruned: Any) -> Any:
-            return deployment_fine_tune(pruned, train, epochs=config.deploy_epochs, batch=config.batch_size, seed=config.seed,
+            return deployment_fine_tune(pruned, train, steps=budget.deploy_steps, batch=config.batch_size, seed=config.seed,
                                         threads=threads, teacher=dense)
 
         free = ", giving back free channels" if config.free_channels else ""
         say(ev.StageStarted("deploy", f"re-measuring the search's best configurations{free}, fine-tuning at least {config.finalists}"
-                                      f" for {config.deploy_epochs:g} epochs each, choosing on the validation split"))
+                                      f" for {budget.deploy_steps} steps ({budget.epochs(budget.deploy_steps):.3g} epochs) each, choosing on the validation split"))
         final, finalists = choose(evaluations, count=config.finalists, target_speedup=config.target_speedup, evaluator=evaluator,
                                   tune=tune, repeats=config.deploy_repeats, budget_s=search_seconds, free_channels=config.free_channels)
         if final is not None:
@@ -301,7 +306,7 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
     report = CompressionReport(
         config=config, target=target, model_name=spec.name, dataset=data.source,
         samples={"train": len(train), "validation": len(val), "test": len(test)}, threads=threads, threads_reason=why,
-        layers=layers.prunable, dense_val_accuracy=dense_val, dense_accuracy=dense_test, evaluations=evaluations,
+        layers=layers.prunable, dense_val_accuracy=dense_val, dense_accuracy=dense_test, budget=budget, evaluations=evaluations,
         search_seconds=search_seconds, chosen=chosen, finalists=finalists, tuned=tuned, measured=measured, target_times=target_times,
         predicted=predicted, verdict=verdict, params_dense=layers.total_params, total_seconds=time.perf_counter() - started,
         notes=notes, dense_model=dense, evaluator=evaluator, test_data=test,

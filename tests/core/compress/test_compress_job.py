@@ -36,6 +36,7 @@ def test_a_short_search_reaches_a_small_target(demo_small) -> None:
     assert report.chosen is not None and report.chosen.reward.speed_met and report.chosen.cycles == "measured"
     assert data["step_time_label"] == "measured" and data["speedup_measured"] > 1.0  # re-measured: noise may move it
     assert data["params_pruned"] < data["params_dense"] and data["accuracy_split"] == "test"
+    assert data["training"]["why"] == "3 epochs, as given" and data["training"]["deploy_epochs"] == pytest.approx(2, abs=0.1)
     assert data["predicted"]["apple-m2"]["label"] == "predicted"
     assert {l["name"] for l in data["layers"]} == {"features.0", "features.3"}
     assert any(l["kept_channels"] < l["out_channels"] for l in data["layers"])

@@ -1,0 +1,32 @@
+"""The compression job's training budget: 48 epochs but at least DENSE_MIN_STEPS steps for the
+dense model by default, half of that for the deployment fine-tune, and explicit epochs as given."""
+from __future__ import annotations
+
+import pytest
+
+from trainpilot.compress import CompressConfig
+from trainpilot.compress.budget import DENSE_MIN_STEPS, budget_for
+
+
+def test_a_small_set_gets_the_floor_in_steps_and_half_of_it_to_fine_tune() -> None:
+    budget = budget_for(1257, 64)  # scikit-learn's digits after the held-out splits: 48 epochs are 943 steps
+    assert budget.dense_steps == DENSE_MIN_STEPS and budget.deploy_steps == DENSE_MIN_STEPS // 2
+    assert "too few to converge" in budget.why and "943" in budget.why
+    assert budget.to_dict()["dense_epochs"] == pytest.approx(DENSE_MIN_STEPS * 64 / 1257, abs=0.01)
+
+
+def test_a_large_set_gets_its_48_epochs() -> None:
+    budget = budget_for(3360, 64)  # the 4800-sample demo set: 48 epochs are 2520 steps, above the floor
+    assert (budget.dense_steps, budget.deploy_steps) == (2520, 1260) and budget.why == "48 epochs"
+
+
+def test_epochs_given_are_taken_as_given_even_below_the_floor() -> None:
+    budget = budget_for(1257, 64, dense_epochs=2, deploy_epochs=0.5)
+    assert (budget.dense_steps, budget.deploy_steps) == (39, 10) and budget.why == "2 epochs, as given"
+    assert budget_for(1257, 64, deploy_epochs=1).dense_steps == DENSE_MIN_STEPS  # each default stands alone
+
+
+def test_a_non_positive_epoch_count_is_a_usage_error() -> None:
+    assert CompressConfig().problems() == []
+    for bad in ({"dense_epochs": 0}, {"deploy_epochs": -1.0}):
+        assert any("must be positive" in p for p in CompressConfig(**bad).problems())
