@@ -9,7 +9,7 @@ given: a test or a smoke run may want a short one.
 Why a floor in steps: a model converges after so many updates, not so many passes, and a small data
 set gives few updates per pass. Measured at batch 64, three splits each (the dense recipe of
 job.train_dense): small_cnn on the 4800-sample demo set (3360 training samples, 48 epochs = 2520
-steps) gains 0.1 point of test accuracy from 48 to 96 epochs; on scikit-learn's 1797 digits (1257
+steps) gains 0.1 point of test accuracy from 48 to 96 epochs; on scikit-learn's 1797 digits (1258
 training samples, 48 epochs = 944 steps) it gains 1.2 points (97.0 -> 98.2 %) and 0.1 more at 144
 epochs. A dense model short of convergence flatters the pruned one, whose fine-tune goes on training
 what the dense model had not finished learning: on digits, half of each layer measured a +0.74 point
@@ -52,7 +52,7 @@ def budget_for(samples: int, batch: int, *, dense_epochs: float | None = None, d
         by_epochs = steps_for_epochs(DEFAULT_DENSE_EPOCHS, samples, batch)
         dense = max(by_epochs, DENSE_MIN_STEPS)
         why = (f"{DEFAULT_DENSE_EPOCHS:g} epochs" if dense == by_epochs else
-               f"{DENSE_MIN_STEPS} steps, the least the dense model gets ({DEFAULT_DENSE_EPOCHS:g} epochs of {samples} samples"
-               f" are {by_epochs}: too few to converge)")
+               f"the least the dense model gets: {DEFAULT_DENSE_EPOCHS:g} epochs of {samples} samples are {by_epochs} steps,"
+               f" too few to converge")
     deploy = steps_for_epochs(deploy_epochs, samples, batch) if deploy_epochs is not None else max(1, round(dense * DEPLOY_SHARE))
     return Budget(dense, deploy, samples, batch, why)
