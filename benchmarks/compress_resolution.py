@@ -8,6 +8,7 @@ chooses by) and on the test split (what the benchmark reports).
     python benchmarks/compress_resolution.py --dataset demo --kept 8/14 8/16 7/15
     python benchmarks/compress_resolution.py --splits --seeds 6 --kept 8/16 12/16 12/12   # each seed its own split
     python benchmarks/compress_resolution.py --splits --seeds 6 --time 5 --kept 8/16 9/18 10/20 8/24 10/16 6/32
+    python benchmarks/compress_resolution.py --splits --seeds 6 --kept 7/14 8/16 --dense-epochs 48 --deploy-epochs 24   # the old recipe
 
 With --time N every configuration is also timed against the dense model (all of them interleaved
 in one run, as compress.py times its finalists, repeated N times), and each configuration that is
@@ -60,13 +61,18 @@ def main() -> int:
                         help="each seed also draws its own train/validation/test split and trains its own dense model"
                              " (as compress.py --seeds does): the test split's luck averages out, not only the fine-tune's")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dense-epochs", type=float, default=None,
+                        help="train the dense models this many epochs (default: the job's rule, compress/budget.py)")
+    parser.add_argument("--deploy-epochs", type=float, default=None,
+                        help="fine-tune each configuration this many epochs (default: half the dense model's steps);"
+                             " --dense-epochs 48 --deploy-epochs 24 is the recipe before budgets were counted in steps")
     parser.add_argument("--time", type=int, default=0, metavar="N",
                         help="also time every configuration against the dense model, N interleaved timings of 21 steps each")
     args = parser.parse_args()
 
     import torch
 
-    from compress import DEMO_SAMPLES, FULL, TIMING_BATCH, digits  # the benchmark's own data and budgets
+    from compress import DEMO_SAMPLES, TIMING_BATCH, digits  # the benchmark's own data and timing batch
     from trainpilot.compress.budget import budget_for
     from trainpilot.compress.deploy import deployment_fine_tune
     from trainpilot.compress.finetune import accuracy, mean_loss, tensors
@@ -83,7 +89,7 @@ def main() -> int:
         torch.manual_seed(split_seed)
         dense = build_model(args.model, shape, data.num_classes)
         layers = check_prunable(dense, shape)
-        budget = budget_for(len(train), batch, dense_epochs=FULL["dense_epochs"], deploy_epochs=FULL["deploy_epochs"])
+        budget = budget_for(len(train), batch, dense_epochs=args.dense_epochs, deploy_epochs=args.deploy_epochs)
         train_dense(dense, train, steps=budget.dense_steps, batch=batch, seed=split_seed, threads=threads)
         return train, val, test, dense, layers, accuracy(dense, test, threads=threads), budget
 
@@ -96,13 +102,18 @@ def main() -> int:
     print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
           f" {len(val)} validation; dense {budget.dense_steps} steps, fine-tune {budget.deploy_steps}; prunable layers {'/'.join(map(str, channels))} channels; {args.seeds} {what}")
     scores: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kept_of}  # (test drop, val acc, val loss) per seed
+    dense_accuracies = [dense_test]
     for seed in range(args.seeds):
         if args.splits and seed > 0:
             train, val, test, dense, layers, dense_test, budget = dense_for(seed)
+            dense_accuracies.append(dense_test)
         for kept_text, kept in kept_of.items():
             pruned = deployment_fine_tune(pruned_to(dense, layers, full, kept, shape), train, steps=budget.deploy_steps, batch=batch, seed=seed, threads=threads, teacher=dense)
             scores[kept_text].append(((dense_test - accuracy(pruned.model, test, threads=threads)) * 100.0,
                                       accuracy(pruned.model, val, threads=threads), mean_loss(pruned.model, val, threads=threads)))
+    if args.splits:
+        print(f"dense test accuracy, per split: {' '.join(f'{a:.1%}' for a in dense_accuracies)}"
+              f" (mean {statistics.mean(dense_accuracies):.2%}); a configuration's mean accuracy is that mean minus its mean drop")
     print(f"{'kept':<10} {'mean drop':<10} {'test drop (pt), per seed':<36} {'val acc, per seed':<36} {'val loss, per seed':<48}")
     for kept_text, rows in scores.items():
         drops = [r[0] for r in rows]
