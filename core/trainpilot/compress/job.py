@@ -25,12 +25,12 @@ import torch
 
 from ..errors import DatasetError
 from . import events as ev
+from .budget import Budget, budget_for
 from .cycles import StepTimes
 from .deploy import Tuned, Verdict, coremltools_installed, deployment_fine_tune, export, judge, plan_document, predicted_on, remeasure
 from .env import DEFAULT_MAX_SPARSITY, CompressionEnv
 from .evaluate import Evaluation, Evaluator
 from .finalists import Finalist, choose
-from .budget import Budget, budget_for
 from .finetune import LEARNING_RATE, accuracy, tensors, train_steps
 from .layers import LayerInfo
 from .search import best, run_search
