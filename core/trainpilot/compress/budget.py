@@ -54,7 +54,6 @@ def budget_for(samples: int, batch: int, *, dense_epochs: float | None = None, d
         by_epochs = steps_for_epochs(DEFAULT_DENSE_EPOCHS, samples, batch)
         dense = max(by_epochs, DENSE_MIN_STEPS)
         why = (f"{DEFAULT_DENSE_EPOCHS:g} epochs" if dense == by_epochs else
-               f"the least the dense model gets: {DEFAULT_DENSE_EPOCHS:g} epochs of {samples} samples are {by_epochs} steps,"
-               f" too few to converge")
+               f"{DEFAULT_DENSE_EPOCHS:g} epochs are only {by_epochs} steps here; {DENSE_MIN_STEPS} is the least")
     deploy = steps_for_epochs(deploy_epochs, samples, batch) if deploy_epochs is not None else max(1, round(dense * DEPLOY_SHARE))
     return Budget(dense, deploy, samples, batch, why)

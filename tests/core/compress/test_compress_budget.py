@@ -11,7 +11,7 @@ from trainpilot.compress.budget import DENSE_MIN_STEPS, budget_for
 def test_a_small_set_gets_the_floor_in_steps_and_half_of_it_to_fine_tune() -> None:
     budget = budget_for(1258, 64)  # scikit-learn's digits after the held-out splits: 48 epochs are 944 steps
     assert budget.dense_steps == DENSE_MIN_STEPS and budget.deploy_steps == DENSE_MIN_STEPS // 2
-    assert budget.why == "the least the dense model gets: 48 epochs of 1258 samples are 944 steps, too few to converge"
+    assert budget.why == f"48 epochs are only 944 steps here; {DENSE_MIN_STEPS} is the least"
     assert budget.to_dict()["dense_epochs"] == pytest.approx(DENSE_MIN_STEPS * 64 / 1258, abs=0.01)
 
 
