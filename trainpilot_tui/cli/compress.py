@@ -25,7 +25,7 @@ def compress_command(
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: the agent's thread plan)."),
     batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size for training and fine-tuning."),
     timing_batch: Optional[int] = typer.Option(None, "--timing-batch", help="Batch whose step time is measured (default: --batch-size)."),
-    dense_epochs: Optional[float] = typer.Option(None, "--dense-epochs", help="Epochs to train the dense model first. Default: 48, but at least 2400 steps (a small data set needs more passes to converge, and a dense model short of convergence flatters the pruned one)."),
+    dense_epochs: Optional[float] = typer.Option(None, "--dense-epochs", help="Epochs to train the dense model first. Default: 48, but at least 2400 steps at batch 64 (as many samples seen at another batch): a small data set needs more passes to converge, and a dense model short of convergence flatters the pruned one."),
     finetune_steps: int = typer.Option(100, "--finetune-steps", help="Fine-tuning steps after each pruning in the search (the reward's short fine-tune)."),
     deploy_epochs: Optional[float] = typer.Option(None, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model and the baselines. Default: half the dense model's steps."),
     finalists: int = typer.Option(3, "--finalists", help="At least this many of the search's best configurations get the deployment fine-tune (more while that costs less than the search did); the one with the lowest validation loss is deployed."),

@@ -82,7 +82,8 @@ def train_steps(model: nn.Module, data: Tensors, *, steps: int, batch: int, lr: 
 
 
 def steps_for_epochs(epochs: float, samples: int, batch: int) -> int:
-    return max(1, round(epochs * samples / batch))
+    """Steps that make `epochs` passes; a batch larger than the set is the whole set (train_steps)."""
+    return max(1, round(epochs * samples / max(min(batch, samples), 1)))
 
 
 @contextmanager

@@ -275,8 +275,8 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
                                         threads=threads, teacher=dense)
 
         free = ", giving back free channels" if config.free_channels else ""
-        say(ev.StageStarted("deploy", f"re-measuring the search's best configurations{free}, fine-tuning at least {config.finalists}"
-                                      f" for {budget.deploy_steps} steps ({budget.epochs(budget.deploy_steps):.3g} epochs) each, choosing on the validation split"))
+        say(ev.StageStarted("deploy", f"re-measuring the best configurations{free}; fine-tuning at least {config.finalists},"
+                                      f" {budget.deploy_steps} steps ({budget.epochs(budget.deploy_steps):.0f} epochs) each; choosing on validation"))
         final, finalists = choose(evaluations, count=config.finalists, target_speedup=config.target_speedup, evaluator=evaluator,
                                   tune=tune, repeats=config.deploy_repeats, budget_s=search_seconds, free_channels=config.free_channels)
         if final is not None:
