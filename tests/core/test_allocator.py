@@ -63,11 +63,16 @@ def test_kept_memory_stops_the_page_faults_of_each_step():
     assert got["kept"] * 10 < got["default"]
 
 
-@pytest.mark.skipif(not GLIBC, reason="mallopt's parameters are glibc's")
-def test_the_off_switch_leaves_malloc_alone():
-    got = _faults({allocator.OFF_SWITCH: "0"})
-    assert not got["applied"] and f"{allocator.OFF_SWITCH}=0" in got["text"]
-    assert got["kept"] > 100  # still faulting: nothing was changed
+def test_the_off_switch_leaves_malloc_alone(monkeypatch):
+    # What is checked is that mallopt is never reached, not a fault count: with glibc's defaults a
+    # step faulted 300-4,000 times in six runs of 120 steps, but one fresh-clone CI run measured 0
+    # per step with the switch off (glibc moves its own mmap threshold as buffers are freed).
+    monkeypatch.setattr(allocator, "_setting", None)
+    monkeypatch.setenv(allocator.OFF_SWITCH, "0")
+    opened: list[tuple] = []
+    monkeypatch.setattr(allocator.ctypes, "CDLL", lambda *args: opened.append(args))
+    setting = allocator.keep_freed_memory()
+    assert not setting.applied and f"{allocator.OFF_SWITCH}=0" in setting.text and opened == []
 
 
 def test_not_glibc_changes_nothing_and_says_why(monkeypatch):
