@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .finetune import steps_for_epochs
+from .finetune import samples_per_step, steps_for_epochs
 
 DEFAULT_DENSE_EPOCHS = 48.0
 DENSE_MIN_SAMPLES = 2400 * 64  # 2400 steps at batch 64: about the demo set's 48 epochs, after which 96 gain 0.14 point (above)
@@ -43,7 +43,7 @@ class Budget:
     why: str  # how the dense budget was set, for the progress line and the report
 
     def epochs(self, steps: int) -> float:
-        return steps * min(self.batch, self.samples) / max(self.samples, 1)  # a batch above the set is the whole set
+        return steps * samples_per_step(self.samples, self.batch) / max(self.samples, 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {"dense_steps": self.dense_steps, "dense_epochs": round(self.epochs(self.dense_steps), 2),
@@ -57,7 +57,7 @@ def budget_for(samples: int, batch: int, *, dense_epochs: float | None = None, d
         dense, why = steps_for_epochs(dense_epochs, samples, batch), f"{dense_epochs:g} epochs, as given"
     else:
         by_epochs = steps_for_epochs(DEFAULT_DENSE_EPOCHS, samples, batch)
-        least = math.ceil(DENSE_MIN_SAMPLES / max(min(batch, samples), 1))
+        least = math.ceil(DENSE_MIN_SAMPLES / samples_per_step(samples, batch))
         dense = max(by_epochs, least)
         why = (f"{DEFAULT_DENSE_EPOCHS:g} epochs" if dense == by_epochs else
                f"{DEFAULT_DENSE_EPOCHS:g} epochs are only {by_epochs} steps here; {least} is the least")

@@ -81,9 +81,14 @@ def train_steps(model: nn.Module, data: Tensors, *, steps: int, batch: int, lr: 
     return float(loss.detach())
 
 
+def samples_per_step(samples: int, batch: int) -> int:
+    """What one of train_steps' steps trains on: `batch` samples, or the whole set when it is smaller."""
+    return max(min(batch, samples), 1)
+
+
 def steps_for_epochs(epochs: float, samples: int, batch: int) -> int:
-    """Steps that make `epochs` passes; a batch larger than the set is the whole set (train_steps)."""
-    return max(1, round(epochs * samples / max(min(batch, samples), 1)))
+    """Steps that make `epochs` passes over `samples`."""
+    return max(1, round(epochs * samples / samples_per_step(samples, batch)))
 
 
 @contextmanager
