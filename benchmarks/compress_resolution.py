@@ -9,12 +9,15 @@ chooses by) and on the test split (what the benchmark reports).
     python benchmarks/compress_resolution.py --splits --seeds 6 --kept 8/16 12/16 12/12   # each seed its own split
     python benchmarks/compress_resolution.py --splits --seeds 6 --time 5 --kept 8/16 9/18 10/20 8/24 10/16 6/32
     python benchmarks/compress_resolution.py --splits --seeds 6 --kept 7/14 8/16 --dense-epochs 48 --deploy-epochs 24   # the old recipe
+    python benchmarks/compress_resolution.py --time-only 7 --kept 4/16 4/24 4/32 8/8 8/16 12/8 16/8   # speed only, seconds
 
 With --time N every configuration is also timed against the dense model (all of them interleaved
 in one run, as compress.py times its finalists, repeated N times), and each configuration that is
 not uniform (not the same share of every layer) is set beside the most accurate uniform one that
 stepped at least as fast: whether any allocation among those given beats uniform pruning at
-equal measured speed on this machine.
+equal measured speed on this machine. --time-only N only times (no training: untrained weights step
+as fast), in groups of at most GROUP configurations each interleaved with the dense model: a quick
+map of which counts are fast enough before giving the candidates the fine-tune.
 
 Where the configurations' test drops differ by a sample or two and the validation ordering is not
 the test ordering, which configuration "loses less" is decided by the test split's size, not by
@@ -31,6 +34,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+GROUP = 12  # configurations timed together with the dense model. With 256 interleaved (one
+# exploratory run) each step found the cache full of the others' weights, and a full-width copy
+# timed 0.77x against the dense model it equals
 
 
 def kept_counts(parser: argparse.ArgumentParser, text: str, channels: list[int]) -> list[int]:
@@ -68,6 +76,8 @@ def main() -> int:
                              " --dense-epochs 48 --deploy-epochs 24 is the recipe before budgets were counted in steps")
     parser.add_argument("--time", type=int, default=0, metavar="N",
                         help="also time every configuration against the dense model, N interleaved timings of 21 steps each")
+    parser.add_argument("--time-only", type=int, default=0, metavar="N",
+                        help=f"only time the configurations (no training), N timings each, in groups of {GROUP} beside the dense model")
     args = parser.parse_args()
 
     import torch
@@ -97,6 +107,8 @@ def main() -> int:
     full = {layer.name: layer.out_channels for layer in check_prunable(build_model(args.model, shape, data.num_classes), shape).prunable}
     channels = list(full.values())
     kept_of = {text: kept_counts(parser, text, channels) for text in args.kept}
+    if args.time_only:
+        return time_only(args, data, shape, full, kept_of)
     train, val, test, dense, layers, dense_test, budget = dense_for(0)
     what = "seeds, each its own split and dense model" if args.splits else "fine-tune seeds each"
     print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
@@ -142,6 +154,32 @@ def time_configurations(dense, layers, full: dict[str, int], kept_of: dict[str, 
         print(f"  timed: dense {times.seconds['dense'] * 1e3:.2f} ms; median speed-up {statistics.median(out[next(iter(out))]):.2f}x so far"
               f" for {next(iter(out))}", file=sys.stderr, flush=True)
     return out
+
+
+def time_only(args: argparse.Namespace, data: Any, shape: tuple[int, ...], full: dict[str, int],
+              kept_of: dict[str, list[int]]) -> int:
+    """Each configuration's measured speed-up over an untrained dense model, GROUP at a time."""
+    import torch
+
+    from compress import TIMING_BATCH
+    from trainpilot.compress.prune import check_prunable
+    from trainpilot.workload import build_model
+
+    torch.manual_seed(0)
+    dense = build_model(args.model, shape, data.num_classes)
+    layers = check_prunable(dense, shape)
+    batch, channels, texts = TIMING_BATCH[args.dataset], list(full.values()), list(kept_of)
+    speedups: dict[str, list[float]] = {}
+    for start in range(0, len(texts), GROUP):
+        group = {k: kept_of[k] for k in texts[start:start + GROUP]}
+        speedups.update(time_configurations(dense, layers, full, group, shape, data.num_classes, batch=batch,
+                                            threads=args.threads, timings=args.time_only))
+    print(f"{args.model} / {args.dataset}: measured speed-up over dense (batch {batch}, {args.threads} threads; median of"
+          f" {args.time_only} timings [lowest, highest], each in a group of at most {GROUP} beside the dense model)")
+    for k in sorted(speedups, key=lambda k: -statistics.median(speedups[k])):
+        kind = "uniform" if is_uniform(kept_of[k], channels) else "non-uniform"
+        print(f"{k:<10} {kind:<12} {statistics.median(speedups[k]):.2f}x [{min(speedups[k]):.2f}, {max(speedups[k]):.2f}]")
+    return 0
 
 
 def is_uniform(kept: list[int], channels: list[int]) -> bool:
