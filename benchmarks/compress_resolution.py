@@ -103,12 +103,16 @@ def main() -> int:
         train_dense(dense, train, steps=budget.dense_steps, batch=batch, seed=split_seed, threads=threads)
         return train, val, test, dense, layers, accuracy(dense, test, threads=threads), budget
 
-    # the counts are checked against the model's layers before any training
-    full = {layer.name: layer.out_channels for layer in check_prunable(build_model(args.model, shape, data.num_classes), shape).prunable}
+    # the counts are checked against the model's layers before any training; --time-only times this
+    # untrained model's prunings (untrained weights step as fast)
+    torch.manual_seed(0)
+    untrained = build_model(args.model, shape, data.num_classes)
+    untrained_layers = check_prunable(untrained, shape)
+    full = {layer.name: layer.out_channels for layer in untrained_layers.prunable}
     channels = list(full.values())
     kept_of = {text: kept_counts(parser, text, channels) for text in args.kept}
     if args.time_only:
-        return time_only(args, data, shape, full, kept_of)
+        return time_only(args, untrained, untrained_layers, full, kept_of, shape, data.num_classes, batch=TIMING_BATCH[args.dataset])
     train, val, test, dense, layers, dense_test, budget = dense_for(0)
     what = "seeds, each its own split and dense model" if args.splits else "fine-tune seeds each"
     print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
@@ -156,23 +160,14 @@ def time_configurations(dense, layers, full: dict[str, int], kept_of: dict[str, 
     return out
 
 
-def time_only(args: argparse.Namespace, data: Any, shape: tuple[int, ...], full: dict[str, int],
-              kept_of: dict[str, list[int]]) -> int:
-    """Each configuration's measured speed-up over an untrained dense model, GROUP at a time."""
-    import torch
-
-    from compress import TIMING_BATCH
-    from trainpilot.compress.prune import check_prunable
-    from trainpilot.workload import build_model
-
-    torch.manual_seed(0)
-    dense = build_model(args.model, shape, data.num_classes)
-    layers = check_prunable(dense, shape)
-    batch, channels, texts = TIMING_BATCH[args.dataset], list(full.values()), list(kept_of)
+def time_only(args: argparse.Namespace, dense: Any, layers: Any, full: dict[str, int], kept_of: dict[str, list[int]],
+              shape: tuple[int, ...], num_classes: int, *, batch: int) -> int:
+    """Each configuration's measured speed-up over the (untrained) dense model, GROUP at a time."""
+    channels, texts = list(full.values()), list(kept_of)
     speedups: dict[str, list[float]] = {}
     for start in range(0, len(texts), GROUP):
         group = {k: kept_of[k] for k in texts[start:start + GROUP]}
-        speedups.update(time_configurations(dense, layers, full, group, shape, data.num_classes, batch=batch,
+        speedups.update(time_configurations(dense, layers, full, group, shape, num_classes, batch=batch,
                                             threads=args.threads, timings=args.time_only))
     print(f"{args.model} / {args.dataset}: measured speed-up over dense (batch {batch}, {args.threads} threads; median of"
           f" {args.time_only} timings [lowest, highest], each in a group of at most {GROUP} beside the dense model)")

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trainpilot.compress.prune import check_prunable
 from trainpilot.data import demo_dataset
+from trainpilot.workload import build_model
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 
@@ -25,7 +27,11 @@ def test_time_only_times_every_configuration_in_groups_and_ranks_them(capsys, mo
 
     monkeypatch.setattr(cr, "time_configurations", fake_time)
     args = argparse.Namespace(model="small_cnn", dataset="demo", threads=1, time_only=3)
-    assert cr.time_only(args, data, data.sample_shape, {"features.0": 16, "features.3": 32}, kept_of) == 0
+    dense = build_model("small_cnn", data.sample_shape, data.num_classes)
+    layers = check_prunable(dense, data.sample_shape)
+    full = {layer.name: layer.out_channels for layer in layers.prunable}
+    assert full == {"features.0": 16, "features.3": 32}
+    assert cr.time_only(args, dense, layers, full, kept_of, data.sample_shape, data.num_classes, batch=64) == 0
     assert [len(g) for g in groups] == [cr.GROUP, len(kept_of) - cr.GROUP]
     assert sorted(k for g in groups for k in g) == sorted(kept_of)
     lines = capsys.readouterr().out.strip().splitlines()
