@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))
 
-from trainpilot.allocator import OFF_SWITCH as OFF  # noqa: E402  (light: imports no torch)
+from trainpilot.machine.allocator import OFF_SWITCH as OFF  # noqa: E402  (light: imports no torch)
 
 
 def one_run(model: str, epochs: int, threads: int, keep: bool, home: str) -> tuple[list[float], float]:
@@ -62,9 +62,9 @@ def plain_child(model: str, epochs: int, threads: int) -> None:
     import torch
     from torch import nn
 
-    from trainpilot.allocator import keep_freed_memory
-    from trainpilot.data import demo_dataset
-    from trainpilot.workload import build_model
+    from trainpilot.machine.allocator import keep_freed_memory
+    from trainpilot.job.data import demo_dataset
+    from trainpilot.job.workload import build_model
 
     keep_freed_memory()  # honours TRAINPILOT_KEEP_FREED_MEMORY=0, as a run does
     torch.set_num_threads(threads)

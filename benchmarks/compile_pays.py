@@ -44,7 +44,7 @@ def _label(case: tuple[Any, ...]) -> str:
 
 
 def _data(samples: int) -> Any:
-    from trainpilot.data import Dataset, demo_dataset
+    from trainpilot.job.data import Dataset, demo_dataset
 
     full = demo_dataset(samples + samples // 9 + 1)
     return Dataset(full.X, full.y, "demo", full.num_classes)
@@ -57,8 +57,8 @@ def timed_run(case: tuple[Any, ...], plan_dict: dict[str, Any]) -> float:
     os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     warnings.simplefilter("ignore", UserWarning)  # "dynamo_pgo force disabled": what we asked for
     from trainpilot.plans import Plan
-    from trainpilot.trainer import Trainer, seed_everything
-    from trainpilot.workload import build_model
+    from trainpilot.run.trainer import Trainer, seed_everything
+    from trainpilot.job.workload import build_model
 
     model, _samples, batch, epochs = case
     train, val = _data(case[1]).split(0.1, 0)
@@ -74,12 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="tp-compile-"))
     os.environ["TRAINPILOT_HOME"] = str(home)
-    from trainpilot.agent import HardwareOrchestrator, observe_hardware
+    from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
     from trainpilot.backends.compiled import compile_availability
-    from trainpilot.hardware import probe
-    from trainpilot.monitor import measure_load
+    from trainpilot.backends import probe
+    from trainpilot.machine.monitor import measure_load
     from trainpilot.predict import CostModel
-    from trainpilot.predict.planning import profile_job
+    from trainpilot.agent.planning import profile_job
 
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

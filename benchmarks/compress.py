@@ -58,7 +58,7 @@ def digits() -> Any:
         sys.exit(1)
     import numpy as np
 
-    from trainpilot.data import Dataset
+    from trainpilot.job.data import Dataset
 
     d = load_digits()
     return Dataset((d.images / 16.0).astype(np.float32)[:, None], d.target.astype(np.int64), "sklearn load_digits", 10)
@@ -125,7 +125,7 @@ def main() -> int:
         parser.error("--seeds must be at least 1")
     wanted = args.dataset or ["demo", "digits"]
     sets = {"digits": digits()} if "digits" in wanted else {}  # first: a missing scikit-learn stops the run before any work
-    from trainpilot.data import demo_dataset
+    from trainpilot.job.data import demo_dataset
 
     demo_n = args.demo_samples or DEMO_SAMPLES["quick" if args.quick else "full"]
     sets = {**({"demo": demo_dataset(demo_n)} if "demo" in wanted else {}), **sets}

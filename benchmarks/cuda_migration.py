@@ -22,8 +22,8 @@ def main() -> int:
 
     from trainpilot import events as ev
     from trainpilot.backends import get_backend
-    from trainpilot.data import demo_dataset
-    from trainpilot.session import SessionConfig, TrainingSession
+    from trainpilot.job.data import demo_dataset
+    from trainpilot.run.session import SessionConfig, TrainingSession
 
     avail = get_backend("cuda").availability()
     if not avail:

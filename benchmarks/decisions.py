@@ -61,7 +61,7 @@ class WaitBudget:
         self.spent = 0.0
 
     def wait(self, busy: int) -> None:
-        from trainpilot.predict.contention import wait_for_quiet
+        from trainpilot.machine.contention import wait_for_quiet
 
         if self.left > 0:
             waited = wait_for_quiet(expected_cores=busy, tolerance=DISTURBED_CORES, timeout_s=min(self.left, 60.0), window_s=1.0)
@@ -142,7 +142,7 @@ class Outcome:
 
 def timed_run(trainer_factory: Any, plan: Any, epochs: int) -> tuple[float, Any]:
     """(seconds of training steps, as the session counts them; other processes' CPU meanwhile)."""
-    from trainpilot.predict.contention import ExternalCpuMeter
+    from trainpilot.machine.contention import ExternalCpuMeter
 
     trainer = trainer_factory()
     trainer.use_plan(plan)
@@ -154,15 +154,15 @@ def timed_run(trainer_factory: Any, plan: Any, epochs: int) -> tuple[float, Any]
 def run_suite(cases: tuple[Case, ...], quick: bool, home: Path, log: Any, passes: int) -> tuple[list[Outcome], dict[str, Any]]:
     import torch
 
-    from trainpilot.agent import HardwareOrchestrator, observe_hardware
-    from trainpilot.data import Dataset, demo_dataset
-    from trainpilot.hardware import probe
-    from trainpilot.monitor import measure_load
+    from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
+    from trainpilot.job.data import Dataset, demo_dataset
+    from trainpilot.backends import probe
+    from trainpilot.machine.monitor import measure_load
     from trainpilot.predict import CostModel
-    from trainpilot.predict.contention import BusyLoad
-    from trainpilot.predict.planning import profile_job
-    from trainpilot.trainer import Trainer, seed_everything
-    from trainpilot.workload import build_model
+    from trainpilot.machine.contention import BusyLoad
+    from trainpilot.agent.planning import profile_job
+    from trainpilot.run.trainer import Trainer, seed_everything
+    from trainpilot.job.workload import build_model
 
     hardware = probe()
     model = CostModel.open(home, hardware=hardware)

@@ -64,7 +64,7 @@ class BadInputs:
 def reference_state(dataset: Path, home: Path):  # type: ignore[no-untyped-def]
     import torch
 
-    from trainpilot.session import SessionConfig, TrainingSession
+    from trainpilot.run.session import SessionConfig, TrainingSession
 
     os.environ["TRAINPILOT_HOME"] = str(home)
     threads = torch.get_num_threads()
@@ -85,7 +85,7 @@ def same_weights(a: dict, b: dict) -> bool:
 
 def resume_and_check(run_id: str, home: Path, reference: dict, row: Row) -> None:
     from faultkit.procs import run_cli
-    from trainpilot.checkpoint import load_checkpoint
+    from trainpilot.run.checkpoint import load_checkpoint
 
     done = run_cli(["headless", "run", "--resume", run_id, "--backend", "cpu", "--threads", "1", "--json", "-q"], home)
     row.tracebacks += done.stderr.count("Traceback")
@@ -154,8 +154,8 @@ def device_faults() -> Row:
 
     from faultkit.doubles import FlakyBackend, install
     from trainpilot import events as ev
-    from trainpilot.data import demo_dataset, validate
-    from trainpilot.session import SessionConfig, TrainingSession
+    from trainpilot.job.data import demo_dataset, validate
+    from trainpilot.run.session import SessionConfig, TrainingSession
 
     full = demo_dataset(n=600)
     data = validate(full.X, full.y, "demo")
@@ -283,7 +283,7 @@ def bad_inputs(cases: int, seed: int, home: Path, subprocess_sample: int) -> Bad
     import numpy as np
 
     from faultkit import corpus
-    from trainpilot.checkpoint import save_checkpoint
+    from trainpilot.run.checkpoint import save_checkpoint
 
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="tp-bad-"))
@@ -325,9 +325,9 @@ def bad_inputs(cases: int, seed: int, home: Path, subprocess_sample: int) -> Bad
     # A real checkpoint to damage.
     X, y = corpus.valid_arrays()
     ckpt_dir = fresh()
-    from trainpilot.data import Dataset
-    from trainpilot.trainer import Trainer
-    from trainpilot.workload import build_model
+    from trainpilot.job.data import Dataset
+    from trainpilot.run.trainer import Trainer
+    from trainpilot.job.workload import build_model
 
     data_dir = corpus.write_dataset("npy_x", fresh())
     ds = Dataset(X[:, None], y, str(data_dir), 3)
@@ -337,7 +337,7 @@ def bad_inputs(cases: int, seed: int, home: Path, subprocess_sample: int) -> Bad
 
     profiles = sorted((REPO / "profiles").glob("*.toml"))
     themes = sorted((REPO / "themes").glob("*.toml"))
-    from trainpilot.target_profiles import load_target
+    from trainpilot.machine.target_profiles import load_target
 
     try:
         from trainpilot_tui.app.themes import load_theme_file
@@ -421,7 +421,7 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="tp-faults-"))
     os.environ["TRAINPILOT_HOME"] = str(home)
 
-    from trainpilot.data import write_demo_dataset
+    from trainpilot.job.data import write_demo_dataset
 
     dataset = write_demo_dataset(home / "data", n=1200, seed=3)
     reference = reference_state(dataset, home / "reference")

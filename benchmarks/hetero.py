@@ -86,7 +86,7 @@ def busy_slowdown(model: Any, shape: tuple[int, ...], free: int, busy: int) -> t
     per sample."""
     import torch
 
-    from trainpilot.distributed.speed import time_per_sample
+    from trainpilot.parallel.rank_speed import time_per_sample
 
     threads, mask = torch.get_num_threads(), os.sched_getaffinity(0)
     torch.set_num_threads(1)
@@ -152,17 +152,17 @@ def main(argv: list[str] | None = None) -> int:
         print("error: needs at least 2 cores (one per rank)", file=sys.stderr)
         return 1
 
-    from trainpilot.data import demo_dataset
-    from trainpilot.distributed.launch_cost import launch_overhead
-    from trainpilot.distributed.plan import ddp_plan
+    from trainpilot.job.data import demo_dataset
+    from trainpilot.parallel.launch_cost import launch_overhead
+    from trainpilot.parallel.ddp_plan import ddp_plan
     from trainpilot.energy import PlanPower, Watts, annotate, choose
-    from trainpilot.hardware import probe
-    from trainpilot.hetero.link import loopback_link
-    from trainpilot.hetero.ranks import RankSpec, choose_ranks_or_single, predict_ranks
-    from trainpilot.monitor import measure_load
+    from trainpilot.backends import probe
+    from trainpilot.parallel.link import loopback_link
+    from trainpilot.parallel.rank_plans import RankSpec, choose_ranks_or_single, predict_ranks
+    from trainpilot.machine.monitor import measure_load
     from trainpilot.plans import Decision, Plan, PlanPrediction
     from trainpilot.predict.model import CostModel
-    from trainpilot.workload import ModelSpec, build_model, profile_model
+    from trainpilot.job.workload import ModelSpec, build_model, profile_model
 
     home = Path(tempfile.mkdtemp(prefix="tp-hetero-"))
     env = dict(os.environ, TRAINPILOT_HOME=str(home), TRAINPILOT_AUTO_CALIBRATE="0",
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     # float order alone makes to the single-process run (equivalence.py says why both)
     import torch
 
-    from trainpilot.trainer import Trainer, seed_everything
+    from trainpilot.run.trainer import Trainer, seed_everything
 
     def make_trainer() -> Trainer:  # as the session builds it: split, seed, model, Adam at --lr 1e-3
         train_set, val_set = data.split(0.1, 0)

@@ -39,7 +39,7 @@ from paired import bootstrap_median
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from trainpilot.hardware import usable_cpus
+    from trainpilot.machine.probe import usable_cpus
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="small_cnn", help="a zoo model (small_cnn, mlp, large_dense, rnn)")
@@ -96,7 +96,7 @@ class PilotRun:
 
     def __init__(self, dataset: Any, *, model: str, epochs: int, batch_size: int, lr: float, threads: int, seed: int):
         from trainpilot import events as ev
-        from trainpilot.session import SessionConfig, TrainingSession
+        from trainpilot.run.session import SessionConfig, TrainingSession
 
         self.ev = ev
         config = SessionConfig(model=model, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend="cpu", threads=threads)
@@ -127,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TRAINPILOT_AUTO_CALIBRATE"] = "0"  # calibrating is a one-off, not an epoch's cost
     import torch
 
-    from trainpilot.data import demo_dataset
-    from trainpilot.trainer import seed_everything
-    from trainpilot.workload import build_model
+    from trainpilot.job.data import demo_dataset
+    from trainpilot.run.trainer import seed_everything
+    from trainpilot.job.workload import build_model
 
     seed, lr = 0, 1e-3
     dataset = demo_dataset(args.samples)

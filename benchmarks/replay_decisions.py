@@ -67,9 +67,9 @@ class _Recorded:
 
 
 def replay(home: Path) -> list[Replayed]:
-    from trainpilot.monitor import UtilizationSample
+    from trainpilot.machine.monitor import UtilizationSample
     from trainpilot.predict import CostModel
-    from trainpilot.workload import WorkloadProfile
+    from trainpilot.job.workload import WorkloadProfile
 
     kept = CostModel.open(home)
     if kept.calibration is None or kept.history is None:

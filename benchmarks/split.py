@@ -34,8 +34,8 @@ WARMUP, STEPS = 10, 25  # the split skews its first 8 steps to learn its workers
 def _measure(profile_model: Any, data: Any, plan: Any, batch: int) -> tuple[float, tuple[int, ...]]:
     import torch
 
-    from trainpilot.trainer import Trainer
-    from trainpilot.workload import ModelSpec, build_model
+    from trainpilot.run.trainer import Trainer
+    from trainpilot.job.workload import ModelSpec, build_model
 
     torch.manual_seed(0)
     model = build_model(ModelSpec.from_config(profile_model), data.sample_shape, data.num_classes)
@@ -57,13 +57,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    from trainpilot.agent import HardwareOrchestrator, observe_hardware
-    from trainpilot.data import demo_dataset
-    from trainpilot.hardware import probe
-    from trainpilot.monitor import measure_load
+    from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
+    from trainpilot.job.data import demo_dataset
+    from trainpilot.backends import probe
+    from trainpilot.machine.monitor import measure_load
     from trainpilot.plans import Plan
     from trainpilot.predict import CostModel
-    from trainpilot.predict.planning import profile_job
+    from trainpilot.agent.planning import profile_job
 
     hardware = probe()
     cost = CostModel.open(hardware=hardware)
@@ -101,7 +101,7 @@ def main() -> int:
               f" split measured {measured[split] / measured[fastest]:.2f}x the fastest's step")
     # The multi-process alternative (torch.distributed, `run --nproc`): predicted here, measured by
     # benchmarks/hetero.py. The loopback link is measured once (two gloo processes) and cached.
-    from trainpilot.hetero.ranks import RankSpec, choose_ranks_or_single
+    from trainpilot.parallel.rank_plans import RankSpec, choose_ranks_or_single
 
     profile, _ = profile_job(CASES[0][0], data, epochs=1, batch_size=CASES[0][1])
     choice = choose_ranks_or_single(cost, profile, [RankSpec(), RankSpec()], measure_load(0.3))

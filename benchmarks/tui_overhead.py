@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def config_for(args: argparse.Namespace) -> Any:
-    from trainpilot.session import SessionConfig
+    from trainpilot.run.session import SessionConfig
 
     # no history: neither mode's run changes what the other's agent decides
     if args.threads:
@@ -84,7 +84,7 @@ def config_for(args: argparse.Namespace) -> Any:
 
 
 def headless_run(config: Any, dataset: Any) -> Any:
-    from trainpilot.session import TrainingSession
+    from trainpilot.run.session import TrainingSession
 
     session = TrainingSession(config, dataset=dataset)
     for _event in session.events():
@@ -94,8 +94,8 @@ def headless_run(config: Any, dataset: Any) -> Any:
 
 def tui_run(config: Any, dataset: Any, refresh_hz: float | None, size: tuple[int, int], settle_s: float | None = None,
             in_thread: bool = False) -> Any:
-    from trainpilot.session import TrainingSession
-    from trainpilot.session_process import ProcessSession
+    from trainpilot.run.session import TrainingSession
+    from trainpilot.run.process import ProcessSession
     from trainpilot_tui.app import TrainPilotApp
 
     sessions: list[Any] = []
@@ -133,7 +133,7 @@ def tui_run(config: Any, dataset: Any, refresh_hz: float | None, size: tuple[int
 
 
 def child(args: argparse.Namespace) -> int:
-    from trainpilot.data import demo_dataset
+    from trainpilot.job.data import demo_dataset
 
     dataset = demo_dataset(args.samples)
     width, height = (int(v) for v in args.size.lower().split("x"))
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
-    from trainpilot.model_names import ZOO
+    from trainpilot.job.model_names import ZOO
 
     models = list(ZOO) if args.all else [args.model]
     threads = None if args.all else args.threads

@@ -1,5 +1,5 @@
 """The seed project's module name, kept working: `from hardware_orchestrator import HardwareOrchestrator`."""
-from trainpilot.agent import AgentStep, HardwareOrchestrator
-from trainpilot.estimate import LOW_CPU_UTILIZATION
+from trainpilot.agent.orchestrator import AgentStep, HardwareOrchestrator
+from trainpilot.predict.first_estimate import LOW_CPU_UTILIZATION
 
 __all__ = ["HardwareOrchestrator", "AgentStep", "LOW_CPU_UTILIZATION"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from trainpilot.environment import TrainingEnvironment
+from trainpilot.compat.environment import TrainingEnvironment
 
 __all__ = ["TrainingEnvironment", "main"]
 

@@ -53,7 +53,7 @@ def other_plan(app: Any) -> tuple[str, int | None]:
 
 
 async def shoot(out: Path, epochs: int) -> list[Path]:
-    from trainpilot.session import SessionConfig
+    from trainpilot.run.session import SessionConfig
     from trainpilot_tui.app import TrainPilotApp
     from trainpilot_tui.app.screens import BackendChooser
 

@@ -38,7 +38,8 @@ def _training_parameters() -> list[inspect.Parameter]:
     """The parameters of `headless run` that build the SessionConfig (all but its output options),
     with their typer.Option objects and resolved types: one definition serves both commands, so a
     new training option reaches the app without touching this file."""
-    from trainpilot_tui.cli.run import run_command, session_config
+    from trainpilot_tui.cli.options import session_config
+    from trainpilot_tui.cli.run import run_command
 
     hints = typing.get_type_hints(run_command)
     config_keys = set(inspect.signature(session_config).parameters)
@@ -83,7 +84,7 @@ def check_refresh_hz(value: float | None) -> float | None:
 
 
 def launch(config: Any, theme: str | None = None, refresh_hz: float | None = None) -> int:
-    """Run the app on `config` (a trainpilot.session.SessionConfig; `resume=RUN_ID` continues a run).
+    """Run the app on `config` (a trainpilot.run.session.SessionConfig; `resume=RUN_ID` continues a run).
     `refresh_hz`: None for the app's default. Returns the exit code."""
     from trainpilot.errors import TrainPilotError
 
@@ -107,7 +108,7 @@ def _run_tui(**options: Any) -> None:
 
     Keys: o override the backend (c/a/m/g: cpu/ane/mps/cuda), p pause/resume, n new run, r re-plan, t theme, q quit (mid-run: confirm, checkpoint, then exit); ctrl+p lists every command.
     """
-    from trainpilot_tui.cli.run import session_config
+    from trainpilot_tui.cli.options import session_config
 
     theme = options.pop("theme", None)
     refresh_hz = options.pop("refresh_hz", None)

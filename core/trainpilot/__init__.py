@@ -11,10 +11,10 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "HardwareOrchestrator": "trainpilot.agent",
-    "TrainingEnvironment": "trainpilot.environment",
-    "TrainingSession": "trainpilot.session",
-    "SessionConfig": "trainpilot.session",
+    "HardwareOrchestrator": "trainpilot.agent.orchestrator",
+    "TrainingEnvironment": "trainpilot.compat.environment",
+    "TrainingSession": "trainpilot.run.session",
+    "SessionConfig": "trainpilot.run.session",
     "Plan": "trainpilot.plans",
 }
 

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from .plans import Plan
+from trainpilot.plans import Plan
 
 
 @dataclass(frozen=True)

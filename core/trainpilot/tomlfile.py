@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from trainpilot.errors import ConfigError
 
 
 def read_toml(path: Path, what: str) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from trainpilot.hardware import probe
+from trainpilot.backends import probe
 from trainpilot.predict.calibration import save_calibration
 from trainpilot.predict.derive import calibration_for_target
-from trainpilot.target_profiles import TargetBackend, TargetMachine
+from trainpilot.machine.target_profiles import TargetBackend, TargetMachine
 from trainpilot_tui.cli import app
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from trainpilot.hardware import probe
+from trainpilot.backends import probe
 from trainpilot.plans import Plan
 from trainpilot.predict.history import History, RunRecord
 from trainpilot_tui.cli import app

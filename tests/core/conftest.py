@@ -10,10 +10,10 @@ import pytest
 def calibrated_model(tmp_path):
     """A cost model in `tmp_path` (a TRAINPILOT_HOME) whose calibration is derived from a written
     description of this machine: deterministic, and stored as a measured one would be."""
-    from trainpilot.hardware import probe
+    from trainpilot.backends import probe
     from trainpilot.predict import CostModel
     from trainpilot.predict.derive import calibration_for_target
-    from trainpilot.target_profiles import TargetBackend, TargetMachine
+    from trainpilot.machine.target_profiles import TargetBackend, TargetMachine
 
     hw = probe(include_backends=False)
     box = TargetMachine("test box", "tests", ("tests",), "Linux", "x86_64", hw.logical_cpus, hw.logical_cpus, 8 * 2**30, 40e9,

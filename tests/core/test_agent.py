@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from trainpilot.agent import HardwareOrchestrator, load_from_state
-from trainpilot.estimate import LOW_CPU_UTILIZATION, FirstEstimate
-from trainpilot.hardware import HardwareInfo
+from trainpilot.agent.orchestrator import HardwareOrchestrator, load_from_state
+from trainpilot.predict.first_estimate import LOW_CPU_UTILIZATION, FirstEstimate
+from trainpilot.machine.probe import HardwareInfo
 from trainpilot.plans import Availability
-from trainpilot.workload import build_model, profile_model
+from trainpilot.job.workload import build_model, profile_model
 
 
 def two_core_machine(**backends: Availability) -> HardwareInfo:

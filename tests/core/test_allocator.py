@@ -1,4 +1,4 @@
-"""Freed memory stays in the process (allocator.py): a training step stops faulting its buffers in."""
+"""Freed memory stays in the process (machine/allocator.py): a training step stops faulting its buffers in."""
 from __future__ import annotations
 
 import json
@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from trainpilot import allocator
+from trainpilot.machine import allocator
 from trainpilot import events as ev
-from trainpilot.data import demo_dataset, validate
-from trainpilot.session import SessionConfig, run_session
+from trainpilot.job.data import demo_dataset, validate
+from trainpilot.run.session import SessionConfig, run_session
 
 GLIBC = platform.libc_ver()[0] == "glibc"
 
@@ -20,8 +20,8 @@ GLIBC = platform.libc_ver()[0] == "glibc"
 FAULTS_PER_STEP = """
 import json, resource, torch
 from torch import nn
-from trainpilot.allocator import keep_freed_memory
-from trainpilot.workload import build_model
+from trainpilot.machine.allocator import keep_freed_memory
+from trainpilot.job.workload import build_model
 
 torch.manual_seed(0)
 model = build_model("wide_cnn", (1, 28, 28), 10)

@@ -5,9 +5,9 @@ import pytest
 import torch
 from torch import nn
 
-from trainpilot.backends.ane.split import layer_sequence, output_shape, split_model
+from trainpilot.backends.ane.backbone import layer_sequence, output_shape, split_model
 from trainpilot.errors import WorkloadError
-from trainpilot.workload import build_model
+from trainpilot.job.workload import build_model
 
 SHAPE = (1, 12, 12)
 

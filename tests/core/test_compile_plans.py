@@ -14,7 +14,7 @@ from trainpilot.backends.compiled import COMPILED, compile_availability
 from trainpilot.plans import Availability, Plan
 from trainpilot.predict.compile_cost import CompileCalibration, CompileSample, fit_compile, measure_compile
 from trainpilot.predict.microbench import BenchSpec
-from trainpilot.session import SessionConfig, run_session
+from trainpilot.run.session import SessionConfig, run_session
 
 from test_predict_model import idle, small_job, this_machine_model
 
@@ -150,7 +150,7 @@ def test_fit_recovers_per_layer_compile_time_and_the_step_model() -> None:
 @needs_compiler
 @pytest.mark.slow
 def test_compile_calibration_measures_for_real_and_is_kept_by_a_plain_calibration(tmp_path: Path) -> None:
-    from trainpilot.hardware import probe
+    from trainpilot.backends import probe
     from trainpilot.predict import CostModel
 
     hw = probe()

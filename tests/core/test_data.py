@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from trainpilot.data import demo_dataset, load_dataset, resolve_dataset, write_demo_dataset
+from trainpilot.job.data import demo_dataset, load_dataset, resolve_dataset, write_demo_dataset
 from trainpilot.errors import DatasetError
 
 

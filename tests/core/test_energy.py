@@ -306,7 +306,7 @@ class FastestFirst:
     policy = "cost-model"
 
     def __init__(self) -> None:
-        from trainpilot.estimate import FirstEstimate
+        from trainpilot.predict.first_estimate import FirstEstimate
 
         self.inner = FirstEstimate(2, throughput=lambda threads: 5e9 * (1 + 0.8 * (threads - 1)))  # 2 threads 1.8x one
 
@@ -323,15 +323,15 @@ class FastestFirst:
 
 @pytest.fixture(scope="module")
 def mlp_profile():
-    from trainpilot.workload import build_model, profile_model
+    from trainpilot.job.workload import build_model, profile_model
 
     return profile_model(build_model("mlp", (1, 28, 28), 10), (1, 28, 28), 10, 500, name="mlp", batch_size=64, epochs=1)
 
 
 @pytest.mark.parametrize("objective, threads", [("time", 2), ("energy", 1)])
 def test_agent_trace_shows_both_figures_and_chooses_by_objective(objective: str, threads: int, mlp_profile) -> None:
-    from trainpilot.agent import HardwareOrchestrator, load_from_state
-    from trainpilot.hardware import HardwareInfo
+    from trainpilot.agent.orchestrator import HardwareOrchestrator, load_from_state
+    from trainpilot.machine.probe import HardwareInfo
     from trainpilot.plans import Availability
 
     hardware = HardwareInfo("test", "Linux", "x86_64", "test cpu", 2, 2, 8 << 30, {

@@ -5,8 +5,8 @@ import platform
 
 import numpy as np
 
-from trainpilot.hardware import probe
-from trainpilot.monitor import Monitor, Reading, measure_load
+from trainpilot.backends import probe
+from trainpilot.machine.monitor import Monitor, Reading, measure_load
 
 
 def test_probe_lists_every_backend_with_a_reason_when_unavailable():

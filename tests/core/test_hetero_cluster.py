@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from trainpilot.errors import ConfigError
-from trainpilot.hetero import link as link_mod
-from trainpilot.hetero.cluster import load_cluster, plan_cluster
-from trainpilot.hetero.link import ring_allreduce_s
+from trainpilot.parallel import link as link_mod
+from trainpilot.parallel.cluster import load_cluster, plan_cluster
+from trainpilot.parallel.link import ring_allreduce_s
 
 from test_predict_model import idle
 from test_hetero_plans import _profile

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from trainpilot.agent import HardwareOrchestrator
-from trainpilot.hardware import probe
-from trainpilot.hetero.link import Link, fit_link, ring_allreduce_s
-from trainpilot.hetero.ranks import RankSpec, choose_ranks_or_single, predict_ranks
-from trainpilot.hetero.split_cost import ADAM_PASSES, split_step
+from trainpilot.agent.orchestrator import HardwareOrchestrator
+from trainpilot.backends import probe
+from trainpilot.parallel.link import Link, fit_link, ring_allreduce_s
+from trainpilot.parallel.rank_plans import RankSpec, choose_ranks_or_single, predict_ranks
+from trainpilot.predict.split_cost import ADAM_PASSES, split_step
 from trainpilot.plans import SPLIT, Plan
 from trainpilot.predict.calibration import StateRates
 from trainpilot.predict.features import features_of
-from trainpilot.workload import build_model, profile_model
+from trainpilot.job.workload import build_model, profile_model
 
 from test_predict_model import idle, this_machine_model
 

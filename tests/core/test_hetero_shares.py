@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from trainpilot.hetero.shares import finish_time_shares, predicted_finish_s, proportional_shares, shard_weights
+from trainpilot.predict.shares import finish_time_shares, predicted_finish_s, proportional_shares, shard_weights
 
 
 def _brute_force_makespan(batch: int, cost: list[float], fixed: list[float]) -> float:

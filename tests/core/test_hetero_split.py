@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from trainpilot.data import Dataset
+from trainpilot.job.data import Dataset
 from trainpilot.errors import BackendUnavailable
-from trainpilot.hetero.runner import SplitRunner, WorkerModel
+from trainpilot.parallel.split_runner import SplitRunner, WorkerModel
 from trainpilot.plans import Plan
-from trainpilot.trainer import Trainer
-from trainpilot.workload import ModelSpec, build_model
+from trainpilot.run.trainer import Trainer
+from trainpilot.job.workload import ModelSpec, build_model
 
 TWO_CPU = Plan.split([Plan("cpu", threads=1), Plan("cpu", threads=1)])
 

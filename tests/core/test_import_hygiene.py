@@ -11,7 +11,7 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_core_imports_no_ui_library():
-    loaded = _modules_after("import trainpilot.session, trainpilot.agent, trainpilot.workload, trainpilot.data, trainpilot.hardware, trainpilot.monitor")
+    loaded = _modules_after("import trainpilot.run.session, trainpilot.agent.orchestrator, trainpilot.job.workload, trainpilot.job.data, trainpilot.machine.probe, trainpilot.machine.monitor")
     assert not {"textual", "rich", "typer"} & loaded
 
 

@@ -7,9 +7,9 @@ import time
 import torch
 from torch import nn
 
-from trainpilot.distributed import launch_cost
-from trainpilot.distributed.speed import time_per_sample
-from trainpilot.hetero.link import Link
+from trainpilot.parallel import launch_cost
+from trainpilot.parallel.rank_speed import time_per_sample
+from trainpilot.parallel.link import Link
 
 
 def test_before_any_launch_the_loopback_figure_is_used_and_said(tmp_path):

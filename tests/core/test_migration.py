@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainpilot.data import demo_dataset, validate
+from trainpilot.job.data import demo_dataset, validate
 from trainpilot.plans import Plan
-from trainpilot.trainer import Trainer, seed_everything
-from trainpilot.workload import build_model
+from trainpilot.run.trainer import Trainer, seed_everything
+from trainpilot.job.workload import build_model
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,15 @@ import psutil
 import pytest
 import torch
 
-from trainpilot.hardware import probe
-from trainpilot.monitor import UtilizationSample
+from trainpilot.backends import probe
+from trainpilot.machine.monitor import UtilizationSample
 from trainpilot.plans import Plan
 from trainpilot.predict import CostModel, ensure_calibrated
 from trainpilot.predict.calibration import load_calibration
-from trainpilot.predict.contention import BusyLoad, ExternalCpuMeter
+from trainpilot.machine.contention import BusyLoad, ExternalCpuMeter
 from trainpilot.predict.features import COLUMNS
 from trainpilot.predict.fit import nnls, relative_nnls
-from trainpilot.workload import build_model, profile_model
+from trainpilot.job.workload import build_model, profile_model
 
 MULTI_CORE = probe(include_backends=False).logical_cpus >= 2
 

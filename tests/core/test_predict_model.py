@@ -11,17 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainpilot.data import Dataset
-from trainpilot.hardware import probe
-from trainpilot.monitor import UtilizationSample
+from trainpilot.job.data import Dataset
+from trainpilot.backends import probe
+from trainpilot.machine.monitor import UtilizationSample
 from trainpilot.plans import Plan, PlanPrediction
 from trainpilot.predict import DESCRIBED_MARK, CostModel
 from trainpilot.predict.confidence import confidence_from_margin
 from trainpilot.predict.derive import calibration_for_target
 from trainpilot.predict.history import History
-from trainpilot.target_profiles import TargetBackend, TargetMachine, load_target
-from trainpilot.trainer import Trainer
-from trainpilot.workload import build_model, profile_model
+from trainpilot.machine.target_profiles import TargetBackend, TargetMachine, load_target
+from trainpilot.run.trainer import Trainer
+from trainpilot.job.workload import build_model, profile_model
 
 ROOT = Path(__file__).resolve().parents[2]
 

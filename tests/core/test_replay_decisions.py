@@ -15,10 +15,10 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 def kept_history(calibrated_model, tmp_path):
     """A small history written the way decisions.py writes one: per case, every plan predicted
     first, then each run recorded under its bench-<pass>-<state>-<case>-<plan> id."""
-    from trainpilot.agent import load_from_state
-    from trainpilot.data import demo_dataset
+    from trainpilot.agent.orchestrator import load_from_state
+    from trainpilot.job.data import demo_dataset
     from trainpilot.plans import Plan
-    from trainpilot.predict.planning import profile_job
+    from trainpilot.agent.planning import profile_job
 
     model = calibrated_model
     idle = load_from_state({"cpu_utilization": 0.0}, model.logical_cpus)

@@ -20,8 +20,8 @@ from trainpilot.plans import Plan
 from trainpilot.predict.derive import calibration_for_target
 from trainpilot.predict.history import _SCHEMA, ADDED_COLUMNS, History, RunRecord
 from trainpilot.predict.learning import observe
-from trainpilot.runlog import RunLog, effective_status, last_resumable
-from trainpilot.target_profiles import TargetBackend, TargetMachine
+from trainpilot.run.runlog import RunLog, effective_status, last_resumable
+from trainpilot.machine.target_profiles import TargetBackend, TargetMachine
 
 PROFILE = {"model": "mlp", "params": 1000, "flops_per_sample": 6000.0, "dataset_size": 100, "batch_size": 32,
            "layers": 2, "layer_kinds": {"dense": 2}, "input_shape": [8], "epochs": 2}

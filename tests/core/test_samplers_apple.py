@@ -12,11 +12,11 @@ from typing import Callable
 
 import pytest
 
-from trainpilot.monitor import Monitor, Reading
-from trainpilot.samplers import ApplePowerSampler, choose_power_tool, default_samplers
-from trainpilot.samplers.apple import NO_TOOL, PowerTool, sudo_without_prompt
-from trainpilot.samplers.power_formats import JsonLinesDecoder, PowermetricsDecoder, parse_macmon
-from trainpilot.samplers.tool_stream import ToolStream
+from trainpilot.machine.monitor import Monitor, Reading
+from trainpilot.machine.samplers import ApplePowerSampler, choose_power_tool, default_samplers
+from trainpilot.machine.samplers.apple import NO_TOOL, PowerTool, sudo_without_prompt
+from trainpilot.machine.samplers.power_formats import JsonLinesDecoder, PowermetricsDecoder, parse_macmon
+from trainpilot.machine.samplers.tool_stream import ToolStream
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "samplers"
 FAKE = str(FIXTURES / "fake_tool.py")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainpilot.samplers.cuda import NEEDS_NVML, CudaSampler
+from trainpilot.machine.samplers.cuda import NEEDS_NVML, CudaSampler
 
 
 class FakeNvml:

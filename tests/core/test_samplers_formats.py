@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainpilot.samplers.power_formats import (
+from trainpilot.machine.samplers.power_formats import (
     JsonLinesDecoder,
     PowermetricsDecoder,
     parse_macmon,

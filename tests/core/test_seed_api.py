@@ -31,7 +31,7 @@ def test_act_on_unavailable_backend_falls_back_and_says_so():
 
 
 def test_python_m_train_orchestrated_exit_codes(tmp_path):
-    from trainpilot.data import write_demo_dataset
+    from trainpilot.job.data import write_demo_dataset
 
     write_demo_dataset(tmp_path / "d", n=120)
     ok = subprocess.run([sys.executable, "-m", "train_orchestrated", "--model", "mlp", "--dataset", str(tmp_path / "d"), "--epochs", "1", "-q"], capture_output=True, text=True, timeout=120)

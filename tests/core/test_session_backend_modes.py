@@ -12,9 +12,9 @@ import torch
 import trainpilot.backends as backends_module
 from trainpilot import events as ev
 from trainpilot.backends.base import Backend
-from trainpilot.data import demo_dataset, validate
+from trainpilot.job.data import demo_dataset, validate
 from trainpilot.plans import Availability, Plan
-from trainpilot.session import SessionConfig, TrainingSession
+from trainpilot.run.session import SessionConfig, TrainingSession
 
 
 @dataclass

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from trainpilot import events as ev
-from trainpilot.data import write_demo_dataset
-from trainpilot.session import SessionConfig, TrainingSession
-from trainpilot.session_process import ProcessSession, SessionProcessDied
+from trainpilot.job.data import write_demo_dataset
+from trainpilot.run.session import SessionConfig, TrainingSession
+from trainpilot.run.process import ProcessSession, SessionProcessDied
 
 CORE = Path(__file__).resolve().parents[2] / "core"
 
@@ -95,8 +95,8 @@ PARENT = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
     from trainpilot import events as ev
-    from trainpilot.session import SessionConfig
-    from trainpilot.session_process import ProcessSession
+    from trainpilot.run.session import SessionConfig
+    from trainpilot.run.process import ProcessSession
 
     if __name__ == "__main__":
         session = ProcessSession(SessionConfig(model="mlp", dataset=sys.argv[2], backend="cpu", threads=1, epochs=500, run_id="orphan-1"))
@@ -128,7 +128,7 @@ def test_a_child_whose_app_is_killed_stops_at_a_step_boundary_with_a_checkpoint(
 
 
 def test_the_meter_counts_a_registered_ui_process_as_ui_load() -> None:
-    from trainpilot.predict import contention
+    from trainpilot.machine import contention
 
     busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 20\nwhile time.time() < end: pass"])
     try:

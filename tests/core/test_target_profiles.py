@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trainpilot.errors import ConfigError
-from trainpilot.target_profiles import (
+from trainpilot.machine.target_profiles import (
     PREDICTED_NOTE,
     TargetBackend,
     TargetMachine,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from trainpilot.data import demo_dataset, validate
+from trainpilot.job.data import demo_dataset, validate
 from trainpilot.plans import Plan
-from trainpilot.trainer import Trainer
+from trainpilot.run.trainer import Trainer
 
 
 class Counted(torch.nn.Module):

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from trainpilot.data import demo_dataset, validate
-from trainpilot.predict.contention import ExternalCpuMeter
-from trainpilot.session import SessionConfig, run_session
+from trainpilot.job.data import demo_dataset, validate
+from trainpilot.machine.contention import ExternalCpuMeter
+from trainpilot.run.session import SessionConfig, run_session
 
 
 class BusyHelperThread:
@@ -80,7 +80,7 @@ def small_demo():
 def test_a_run_beside_a_busy_ui_thread_is_observed_and_recorded_under_that_load(small_demo):
     """Before: the meter subtracted the whole process, so a run slowed by its own UI was recorded
     as idle and taught headless predictions the UI's slowdown."""
-    from trainpilot.agent import HardwareOrchestrator
+    from trainpilot.agent.orchestrator import HardwareOrchestrator
     from trainpilot.paths import history_db_path
     from trainpilot.predict import History
 
@@ -113,8 +113,8 @@ def test_a_ui_that_states_its_steady_load_is_counted_at_that_not_at_its_startup_
     """The app tells the session its steady load (measured once its start-up was over); a burst of
     its threads during the agent's 0.3 s look must not make the agent plan for a busier machine.
     Before: the session had no expect_ui_load and counted the burst (here a whole busy thread)."""
-    from trainpilot.agent import HardwareOrchestrator
-    from trainpilot.session import TrainingSession
+    from trainpilot.agent.orchestrator import HardwareOrchestrator
+    from trainpilot.run.session import TrainingSession
 
     session = TrainingSession(SessionConfig(model="mlp", epochs=1, backend="cpu", threads=1, record_history=False),
                               orchestrator=HardwareOrchestrator(), dataset=small_demo)
@@ -130,8 +130,8 @@ def test_a_ui_that_states_its_steady_load_is_counted_at_that_not_at_its_startup_
 
 
 def test_with_ui_load_moves_only_the_ui_part_of_the_busy_cores():
-    from trainpilot.monitor import UtilizationSample
-    from trainpilot.predict.contention import with_ui_load
+    from trainpilot.machine.monitor import UtilizationSample
+    from trainpilot.machine.contention import with_ui_load
 
     seen = UtilizationSample(0.0, (90.0, 30.0), 60.0, 0.0, 0, 0, ui_cores=0.8)
     out = with_ui_load(seen, 0.8, 0.1)

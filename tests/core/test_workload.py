@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from trainpilot.errors import WorkloadError
-from trainpilot.workload import ModelSpec, build_model, profile_model
+from trainpilot.job.workload import ModelSpec, build_model, profile_model
 
 
 @pytest.mark.parametrize("name", ["small_cnn", "wide_cnn", "large_dense", "rnn", "mlp"])

@@ -1,7 +1,7 @@
 """Shares refined from the ranks' own training steps (distributed/speed.refined_shares)."""
 from __future__ import annotations
 
-from trainpilot.distributed.speed import RankSpeeds, refined_shares
+from trainpilot.parallel.rank_speed import RankSpeeds, refined_shares
 
 
 class TwoRanks:

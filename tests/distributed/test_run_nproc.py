@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from typer.testing import CliRunner
 
-from trainpilot.distributed.launch_cost import launch_overhead
+from trainpilot.parallel.launch_cost import launch_overhead
 from trainpilot.paths import runs_dir
 from trainpilot.predict.history import History
 from trainpilot_tui.cli import app

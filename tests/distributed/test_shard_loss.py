@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from trainpilot.distributed.trainer import shard_loss
+from trainpilot.run.distributed_trainer import shard_loss
 
 
 def _grads(model: nn.Module) -> list[torch.Tensor]:

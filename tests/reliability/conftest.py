@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from reliability_run import RUN, trainer_state
-from trainpilot.data import write_demo_dataset
+from trainpilot.job.data import write_demo_dataset
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def reference_state(small_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Weights and optimizer state of the same run done in one go, in this process, on one thread."""
-    from trainpilot.session import SessionConfig, TrainingSession
+    from trainpilot.run.session import SessionConfig, TrainingSession
 
     home = tmp_path_factory.mktemp("reference-home")
     previous_home, previous_threads = os.environ.get("TRAINPILOT_HOME"), torch.get_num_threads()

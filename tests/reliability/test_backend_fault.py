@@ -8,8 +8,8 @@ import torch
 from reliability_run import trainer_state
 from faultkit.doubles import FlakyBackend, install
 from trainpilot import events as ev
-from trainpilot.data import demo_dataset, validate
-from trainpilot.session import SessionConfig, TrainingSession
+from trainpilot.job.data import demo_dataset, validate
+from trainpilot.run.session import SessionConfig, TrainingSession
 
 EPOCHS, BATCH = 2, 32  # 17 steps per epoch on 600 samples
 
@@ -114,7 +114,7 @@ def test_device_fault_after_override_resumes_from_the_switch_point(data, cpu_ref
 
 
 def test_nan_on_the_cpu_fails_cleanly_and_keeps_the_last_good_checkpoint(data, trainpilot_home):
-    from trainpilot.checkpoint import load_checkpoint
+    from trainpilot.run.checkpoint import load_checkpoint
 
     # A learning rate so large that one Adam step makes the activations overflow to inf - inf.
     config = SessionConfig(model="mlp", epochs=3, batch_size=BATCH, backend="cpu", threads=1, lr=1e30, run_id="diverges", record_history=False)

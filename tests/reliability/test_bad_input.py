@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from faultkit import corpus, scratch
-from trainpilot.checkpoint import load_checkpoint, save_checkpoint
-from trainpilot.data import Dataset, load_dataset
+from trainpilot.run.checkpoint import load_checkpoint, save_checkpoint
+from trainpilot.job.data import Dataset, load_dataset
 from trainpilot.errors import CheckpointError, DatasetError, WorkloadError
-from trainpilot.workload import ModelSpec, build_model, profile_model
+from trainpilot.job.workload import ModelSpec, build_model, profile_model
 from trainpilot_tui.cli import main
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -157,7 +157,7 @@ def test_ragged_and_odd_csv(rows, gz):
 
 
 def test_a_gzip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
-    import trainpilot.data as data
+    import trainpilot.job.data as data
 
     monkeypatch.setattr(data, "available_memory_bytes", lambda: 64 * 10**6)  # a small machine
     bomb = tmp_path / "train-images-idx3-ubyte.gz"
@@ -203,7 +203,7 @@ def test_pickle_payloads_are_refused_and_never_run(tmp_path):
 
 @pytest.fixture(scope="module")
 def checkpoint_bytes(tmp_path_factory) -> tuple[bytes, dict]:
-    from trainpilot.trainer import Trainer
+    from trainpilot.run.trainer import Trainer
 
     X, y = corpus.valid_arrays()
     data = Dataset(X[:, None], y, "t", 3)

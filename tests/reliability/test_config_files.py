@@ -45,7 +45,7 @@ def check_one_line(exc: ConfigError, path: Path) -> None:
 
 
 def load_profile_or_refuse(path: Path) -> None:
-    from trainpilot.target_profiles import load_target
+    from trainpilot.machine.target_profiles import load_target
 
     try:
         target = load_target(path)

@@ -14,9 +14,9 @@ import torch
 from reliability_run import RUN_ARGS, assert_same_state
 from faultkit.procs import RunningCli, is_step_of_epoch, run_cli
 from trainpilot import events as ev
-from trainpilot.checkpoint import LATEST, load_checkpoint, save_checkpoint
+from trainpilot.run.checkpoint import LATEST, load_checkpoint, save_checkpoint
 from trainpilot.errors import CheckpointError
-from trainpilot.session import SessionConfig, run_session
+from trainpilot.run.session import SessionConfig, run_session
 
 
 def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(small_dataset, reference_state, trainpilot_home, tmp_path):

@@ -85,10 +85,10 @@ def history_bytes(tmp_path_factory) -> bytes:
 
 @pytest.fixture(scope="module")
 def job():
-    from trainpilot.data import demo_dataset
-    from trainpilot.hardware import probe
-    from trainpilot.monitor import measure_load
-    from trainpilot.workload import build_model, profile_model
+    from trainpilot.job.data import demo_dataset
+    from trainpilot.backends import probe
+    from trainpilot.machine.monitor import measure_load
+    from trainpilot.job.workload import build_model, profile_model
 
     data = demo_dataset(n=60)
     profile = profile_model(build_model("mlp", data.sample_shape, 10), data.sample_shape, 10, 60, name="mlp")
@@ -126,9 +126,9 @@ def test_a_newer_history_is_set_aside_with_a_message(tmp_path, job):
 @pytest.mark.parametrize("stop_in_epoch", [1, 2])
 def test_an_interrupted_run_is_recorded_as_interrupted(trainpilot_home, job, stop_in_epoch):
     from trainpilot import events as ev
-    from trainpilot.agent import HardwareOrchestrator
-    from trainpilot.data import demo_dataset, validate
-    from trainpilot.session import SessionConfig, TrainingSession
+    from trainpilot.agent.orchestrator import HardwareOrchestrator
+    from trainpilot.job.data import demo_dataset, validate
+    from trainpilot.run.session import SessionConfig, TrainingSession
 
     hardware = job[0]
     model = CostModel.open(trainpilot_home, hardware)

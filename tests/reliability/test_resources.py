@@ -12,9 +12,9 @@ import pytest
 
 from faultkit.doubles import FlakyBackend, install
 from faultkit.procs import child_env
-from trainpilot.data import load_dataset
+from trainpilot.job.data import load_dataset
 from trainpilot.errors import DatasetError
-from trainpilot.session import SessionConfig, TrainingSession
+from trainpilot.run.session import SessionConfig, TrainingSession
 from trainpilot_tui.cli import main
 
 MEMPROBE = Path(__file__).parent / "faultkit" / "memprobe.py"
@@ -50,7 +50,7 @@ def test_a_large_npy_dataset_trains_in_bounded_memory(tmp_path, trainpilot_home)
 
 
 def test_a_dataset_too_large_to_load_is_refused_with_the_predicted_need(tmp_path, trainpilot_home, monkeypatch, capsys):
-    import trainpilot.data as data
+    import trainpilot.job.data as data
 
     X = np.zeros((2000, 1000), np.float32)  # 8 MB of features in a .npz (loaded, not mapped)
     np.savez_compressed(tmp_path / "big.npz", X=X, y=np.zeros(2000, np.int64))
@@ -65,7 +65,7 @@ def test_a_dataset_too_large_to_load_is_refused_with_the_predicted_need(tmp_path
 
 
 def test_a_plan_that_does_not_fit_the_host_is_refused_before_training(tmp_path, trainpilot_home, monkeypatch, capsys):
-    import trainpilot.data as data
+    import trainpilot.job.data as data
 
     directory = data.write_demo_dataset(tmp_path / "demo", n=200)
     monkeypatch.setattr(data, "available_memory_bytes", lambda: 200 * 10**6)  # the dataset itself fits
@@ -85,7 +85,7 @@ def test_a_plan_that_does_not_fit_the_device_is_refused(trainpilot_home):
         def memory_budget_bytes(self, plan):  # type: ignore[no-untyped-def]
             return 2 * 10**6
 
-    from trainpilot.data import demo_dataset, validate
+    from trainpilot.job.data import demo_dataset, validate
 
     full = demo_dataset(n=200)
     undo = install(SmallDevice("none"))

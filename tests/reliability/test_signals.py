@@ -9,7 +9,7 @@ import pytest
 
 from reliability_run import RUN_ARGS, assert_same_state
 from faultkit.procs import RunningCli, is_step_of_epoch
-from trainpilot.checkpoint import load_checkpoint
+from trainpilot.run.checkpoint import load_checkpoint
 from trainpilot_tui.cli import main
 
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import pytest
 from textual.pilot import Pilot
 
-from trainpilot.session import SessionConfig
+from trainpilot.run.session import SessionConfig
 from trainpilot_tui.app import TrainPilotApp
 
 from .scripted import SessionFactory, sample_source, scripted_samples

@@ -1,6 +1,6 @@
 """Test doubles for the TUI: a scripted training session and scripted hardware samples.
 
-`ScriptedSession` speaks the same protocol as `trainpilot.session.TrainingSession` (events(),
+`ScriptedSession` speaks the same protocol as `trainpilot.run.session.TrainingSession` (events(),
 override_backend, pause, resume, request_stop, plan, paused) and yields canned, deterministic
 events: the same kinds and shapes the core emits, with fixed timestamps and figures. Steering
 requests are queued and applied at step boundaries, as the core does. It can hold at a chosen step
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from trainpilot import events as ev
-from trainpilot.monitor import Reading, UtilizationSample
+from trainpilot.machine.monitor import Reading, UtilizationSample
 from trainpilot.plans import Availability, Plan
-from trainpilot.session import SessionConfig
+from trainpilot.run.session import SessionConfig
 
 RUN_ID = "20260101-120000-test"
 AVAILABILITY = {

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from trainpilot.session import SessionConfig
+from trainpilot.run.session import SessionConfig
 from trainpilot_tui import app_main
 from trainpilot_tui.cli.run import run_command
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainpilot.compress import CompressConfig
-from trainpilot.data import demo_dataset
+from trainpilot.job.data import demo_dataset
 from trainpilot_tui.app.compress_app import CompressionApp
 from trainpilot_tui.app.widgets.sparsity_bars import SparsityBars
 from trainpilot_tui.app.widgets.tradeoff_chart import TradeoffChart

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trainpilot.data import write_demo_dataset
-from trainpilot.session import SessionConfig
-from trainpilot.session_process import ProcessSession
+from trainpilot.job.data import write_demo_dataset
+from trainpilot.run.session import SessionConfig
+from trainpilot.run.process import ProcessSession
 from trainpilot_tui.app import TrainPilotApp
 from trainpilot_tui.app.screens import ConfirmQuit
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from trainpilot.checkpoint import load_checkpoint
-from trainpilot.data import demo_dataset
+from trainpilot.run.checkpoint import load_checkpoint
+from trainpilot.job.data import demo_dataset
 from trainpilot.plans import Plan
-from trainpilot.session import SessionConfig, TrainingSession
+from trainpilot.run.session import SessionConfig, TrainingSession
 from trainpilot_tui.app import TrainPilotApp
 from trainpilot_tui.app.screens import BackendChooser, ConfirmQuit
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trainpilot.session import SessionConfig
+from trainpilot.run.session import SessionConfig
 from trainpilot_tui.app import TrainPilotApp
 
 from .conftest import wait_until

@@ -26,9 +26,9 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from trainpilot import events as ev
 from trainpilot.errors import TrainPilotError
-from trainpilot.monitor import UtilizationSample
+from trainpilot.machine.monitor import UtilizationSample
 from trainpilot.plans import Availability, Plan
-from trainpilot.session import SessionConfig
+from trainpilot.run.session import SessionConfig
 
 from . import messages as msg
 from .pace import Pace
@@ -68,8 +68,8 @@ def freeze_startup_objects() -> None:
 
 
 class Session(Protocol):
-    """What the app needs from a session: `trainpilot.session_process.ProcessSession` or
-    `trainpilot.session.TrainingSession` (tests script their own)."""
+    """What the app needs from a session: `trainpilot.run.process.ProcessSession` or
+    `trainpilot.run.session.TrainingSession` (tests script their own)."""
 
     config: SessionConfig
     run_id: str
@@ -88,7 +88,7 @@ SampleSource = Callable[[threading.Event], Iterable[UtilizationSample]]
 def training_session(config: SessionConfig) -> Session:
     """The app's sessions train in a process of their own: in a thread of the app they wait for the
     GIL every time the app draws (trainpilot/session_process.py says how much that cost)."""
-    from trainpilot.session_process import ProcessSession
+    from trainpilot.run.process import ProcessSession
 
     return ProcessSession(config)
 

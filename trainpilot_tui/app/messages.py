@@ -18,7 +18,7 @@ from textual.message import Message
 from trainpilot import events as ev
 
 if TYPE_CHECKING:
-    from trainpilot.monitor import UtilizationSample
+    from trainpilot.machine.monitor import UtilizationSample
 
 
 class SessionMessage(Message):

@@ -13,7 +13,7 @@ Pure: the app asks `follow(plan)` when a plan is chosen and applies what changed
 """
 from __future__ import annotations
 
-from trainpilot.hardware import usable_cpus
+from trainpilot.machine.probe import usable_cpus
 from trainpilot.plans import SPLIT, Plan
 
 BUSY_FACTOR = 2.0  # the refresh interval's stretch while the run holds every core

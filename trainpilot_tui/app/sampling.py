@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from typing import Callable, Iterable, Iterator
 
-from trainpilot.monitor import AcceleratorSampler, Monitor, UtilizationSample
+from trainpilot.machine.monitor import AcceleratorSampler, Monitor, UtilizationSample
 
 from .messages import UtilizationSampled
 
@@ -21,7 +21,7 @@ HISTORY_LENGTH = 120  # two minutes at the default 1 Hz: more than the widest sp
 def accelerator_samplers() -> list[AcceleratorSampler]:
     """The core's platform samplers (ANE / GPU power and utilisation) where that module exists."""
     try:
-        from trainpilot.samplers import default_samplers  # type: ignore[import-not-found]
+        from trainpilot.machine.samplers import default_samplers  # type: ignore[import-not-found]
     except ImportError:
         return []
     try:

@@ -1,5 +1,5 @@
 """`trainpilot headless plan --cluster FILE`: the scale-out prediction as a table or --json.
-Thin: the answer is `trainpilot.hetero.cluster.plan_cluster`'s. A bad cluster file is a usage
+Thin: the answer is `trainpilot.parallel.cluster.plan_cluster`'s. A bad cluster file is a usage
 error (exit 2, one line naming the file and the key); a prediction that cannot be made exits 1."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ def _ms(seconds: float) -> str:
 
 def cluster_command(path: str, model: Any, dataset: Optional[str], *, epochs: int, batch_size: int, as_json: bool) -> None:
     from trainpilot.errors import ConfigError
-    from trainpilot.hetero.cluster import load_cluster, plan_cluster
-    from trainpilot.predict.planning import profile_job
+    from trainpilot.parallel.cluster import load_cluster, plan_cluster
+    from trainpilot.agent.planning import profile_job
 
     try:
         cluster = load_cluster(path)
@@ -56,7 +56,7 @@ def _print(report: dict[str, Any]) -> None:
 
 def loopback_command(as_json: bool) -> None:
     """`calibrate --loopback`: measure (again) and cache the gloo loopback link."""
-    from trainpilot.hetero.link import loopback_link
+    from trainpilot.parallel.link import loopback_link
 
     try:
         link = loopback_link(refresh=True)

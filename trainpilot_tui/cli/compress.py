@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 
 from .common import EXIT_FAILURE, fail, failures_as_one_line, print_json, stderr_console, usage_error
-from .run import DATASET_HELP, MODEL_HELP
+from .options import DATASET_HELP, MODEL_HELP
 
 
 def compress_command(

@@ -29,8 +29,8 @@ def child_args(options: dict[str, Any]) -> list[str]:
 def run_local_ranks(nproc: int, options: dict[str, Any], *, as_json: bool, timeout_s: float) -> NoReturn:
     import time
 
-    from trainpilot.distributed.launch import launch_local
-    from trainpilot.distributed.launch_cost import record_launch
+    from trainpilot.parallel.launch import launch_local
+    from trainpilot.parallel.launch_cost import record_launch
 
     started = time.perf_counter()
     outcome = launch_local(nproc, child_args(options), shutdown_timeout_s=timeout_s)
@@ -63,15 +63,15 @@ def _device_type(backend: str, local_world_size: int) -> str:
 def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bool, timeout_s: float, share_policy: str) -> NoReturn:
     """This process is rank `info.rank` of a group a launcher started."""
     from trainpilot import events as ev
-    from trainpilot.distributed.group import open_group
-    from trainpilot.distributed.launch import launched_by_trainpilot, write_report
-    from trainpilot.distributed.ranks import local_cores, pin_to
-    from trainpilot.distributed.session import DistributedSession
-    from trainpilot.distributed.watchdog import Watchdog
+    from trainpilot.parallel.group import open_group
+    from trainpilot.parallel.launch import launched_by_trainpilot, write_report
+    from trainpilot.parallel.rank_env import local_cores, pin_to
+    from trainpilot.run.distributed_session import DistributedSession
+    from trainpilot.parallel.watchdog import Watchdog
     from trainpilot.errors import TrainPilotError
 
     from .progress import StderrProgress
-    from .run import _SignalStop
+    from .signals import SignalStop
 
     child = launched_by_trainpilot()  # our own --nproc parent prints the result and the error line
     cores = local_cores(info)
@@ -93,7 +93,7 @@ def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bo
     try:
         with open_group(info, _device_type(config.backend, info.local_world_size), timeout_s) as group, Watchdog(2 * timeout_s + 30, stuck) as dog:
             session = DistributedSession(config, group, share_policy=share_policy, threads_per_rank=len(cores) if cores else None, heartbeat=dog.beat, on_stop=lambda: dog.expire_within(timeout_s))
-            with _SignalStop(session) as stop:
+            with SignalStop(session) as stop:
                 with StderrProgress(quiet=quiet or not info.is_leader) as progress:
                     for event in session.events():
                         progress.handle(event)
@@ -150,7 +150,7 @@ def _end(code: int) -> NoReturn:
 
 def dispatch_distributed(config: Any, *, nproc: Optional[int], timeout: float, shares: str, as_json: bool, jsonl: bool, quiet: bool, options: dict[str, Any]) -> None:
     """Return when this is a plain single-process run; otherwise run the distributed form and exit."""
-    from trainpilot.distributed.ranks import RankInfo
+    from trainpilot.parallel.rank_env import RankInfo
     from trainpilot.errors import TrainPilotError
 
     from .common import usage_error

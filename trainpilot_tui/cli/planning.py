@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Optional
 import typer
 
 from .common import fail, failures_as_one_line, print_json, stderr_console, usage_error
-from .run import DATASET_HELP, MODEL_HELP, OBJECTIVE_HELP
+from .options import DATASET_HELP, MODEL_HELP, OBJECTIVE_HELP
 
 app = typer.Typer(pretty_exceptions_enable=False)
 
@@ -88,7 +88,7 @@ def plan_command(
         check_objective(objective)
     except ValueError as exc:
         usage_error(str(exc))
-    from trainpilot.predict.planning import plan_job
+    from trainpilot.agent.planning import plan_job
 
     config: Any = {"name": model, "layers": layers} if layers else model
     if cluster is not None:
@@ -155,10 +155,10 @@ def history_command(
     """List runs (from their start: running, crashed ones with their resume command) with predicted vs actual time and the error."""
     if limit < 1:
         usage_error("--limit must be at least 1")
-    from trainpilot.hardware import probe
+    from trainpilot.backends import probe
     from trainpilot.paths import history_db_path
     from trainpilot.predict.history import History, HistoryUnavailable
-    from trainpilot.runlog import RESUMABLE, checkpoint_exists, effective_status, newest_attempts, resume_command
+    from trainpilot.run.runlog import RESUMABLE, checkpoint_exists, effective_status, newest_attempts, resume_command
 
     try:
         history = History(history_db_path())

@@ -2,90 +2,17 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-from .common import BACKEND_CHOICES, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, fail, print_json, usage_error
+from trainpilot.run.session import DEFAULT_EPOCHS  # light: the session module imports torch lazily
 
-from trainpilot.session import DEFAULT_EPOCHS  # light: the session module imports torch lazily
-MODEL_HELP = (
-    "Model: small_cnn, wide_cnn, large_dense, rnn, mlp, or path/to/file.py:ClassName (an nn.Module whose constructor takes no arguments"
-    "). A model file is Python code and runs with your rights, like `python file.py`."
-)
-OBJECTIVE_HELP = (
-    "What the agent minimises: time (seconds), energy (joules: measured by RAPL/NVML where the machine allows,"
-    " else estimated and labelled est.) or edp (energy x delay)."
-)
-DATASET_HELP = (
-    "Dataset: a directory with X_train.npy/y_train.npy (or X.npy/y.npy) or MNIST-style IDX files (.gz ok),"
-    " a .npz with X/y, or a .csv whose last column is the label. Default: the bundled demo set."
-)
-
-
-def session_config(
-    *, model: str, dataset: Optional[str], epochs: Optional[int], batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None,
-    compile: bool = False, objective: str = "time",
-) -> Any:
-    from trainpilot.energy.objective import check_objective
-    from trainpilot.session import SessionConfig
-
-    try:
-        check_objective(objective)
-    except ValueError as exc:
-        usage_error(str(exc))
-
-    if backend not in BACKEND_CHOICES:
-        usage_error(f"--backend must be one of {', '.join(BACKEND_CHOICES)}, got '{backend}'")
-    if epochs is not None and epochs < 1:
-        usage_error("--epochs must be at least 1")
-    if epochs is None and not resume:
-        epochs = DEFAULT_EPOCHS  # None only on --resume: train to the resumed run's own count
-    if batch_size < 1:
-        usage_error("--batch-size must be at least 1")
-    if not lr > 0:
-        usage_error("--lr must be positive")
-    if freeze is not None and freeze < 1:
-        usage_error("--freeze must be at least 1 (the number of leading layers Core ML runs frozen)")
-    if threads is not None and threads < 1:
-        usage_error("--threads must be at least 1")
-    if compile and backend not in ("auto", "cpu"):
-        usage_error(f"--compile is a CPU plan setting (torch.compile on the host); it does not go with --backend {backend}")
-    model_config: Any = {"name": model, "layers": layers} if layers else model
-    return SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile, objective=objective)
-
-
-class _SignalStop:
-    """First Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130/143. Second: exit at once."""
-
-    def __init__(self, session: Any):
-        self.session = session
-        self.code: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> "_SignalStop":
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        code = EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
-        if self.code is not None:
-            raise SystemExit(code)
-        self.code = code
-        name = "SIGINT" if signum == signal.SIGINT else "SIGTERM"
-        # Not from inside the handler: the session's queue lock may be held by the interrupted frame.
-        threading.Thread(target=self.session.request_stop, args=(name,), daemon=True).start()
-
-
+from .common import EXIT_OK, EXIT_SIGINT, fail, print_json, usage_error
+from .options import DATASET_HELP, MODEL_HELP, OBJECTIVE_HELP, session_config
+from .signals import SignalStop
 def run_command(
     model: str = typer.Option("small_cnn", "--model", "-m", help=MODEL_HELP),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
@@ -113,7 +40,7 @@ def run_command(
     Exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted (Ctrl-C), 143 terminated.
     """
     from trainpilot import events as ev
-    from trainpilot.session import TrainingSession
+    from trainpilot.run.session import TrainingSession
 
     from .progress import StderrProgress
 
@@ -123,7 +50,7 @@ def run_command(
     dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))
     session = TrainingSession(config)
     finished: ev.RunFinished | None = None
-    with _SignalStop(session) as stop, StderrProgress(quiet=quiet) as progress:
+    with SignalStop(session) as stop, StderrProgress(quiet=quiet) as progress:
         for event in session.events():
             progress.handle(event)
             if jsonl:
@@ -149,7 +76,7 @@ def make_dataset_command(
     seed: int = typer.Option(7, "--seed", help="Generator seed (the same seed writes the same files)."),
 ) -> None:
     """Write the bundled demo dataset (10 classes of 28x28 images) as .npy files, for the quickstart."""
-    from trainpilot.data import write_demo_dataset
+    from trainpilot.job.data import write_demo_dataset
 
     if samples < 20:
         usage_error("--samples must be at least 20")

@@ -2,7 +2,7 @@
 
 A backend answers three questions — does it exist here (`availability`), can it run this workload
 (`supports`), which plans does it offer (`plans`) — and does the few device-specific things the
-generic training loop in `trainer.py` cannot: set threads, place tensors, synchronise for timing.
+generic training loop in `run/trainer.py` cannot: set threads, place tensors, synchronise for timing.
 Anything that needs hardware we may not have stays inside the backend's own module.
 """
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..plans import Availability, Plan
+from trainpilot.plans import Availability, Plan
 
 if TYPE_CHECKING:  # torch is imported lazily so `trainpilot --help` stays fast
     import torch
 
-    from ..workload import WorkloadProfile
+    from trainpilot.job.workload import WorkloadProfile
 
 
 class Backend(ABC):

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..plans import COMPILED, Availability
+from trainpilot.plans import COMPILED, Availability
 
 if TYPE_CHECKING:
     import torch

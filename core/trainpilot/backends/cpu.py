@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..plans import Availability, Plan
-from .base import Backend
-from .compiled import COMPILED, compile_availability, compile_model
+from trainpilot.plans import Availability, Plan
+from trainpilot.backends.base import Backend
+from trainpilot.backends.compiled import COMPILED, compile_availability, compile_model
 
 if TYPE_CHECKING:
     import torch

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import platform
 
-from ..plans import Availability, Plan
-from .base import Backend
+from trainpilot.plans import Availability, Plan
+from trainpilot.backends.base import Backend
 
 
 class MpsBackend(Backend):

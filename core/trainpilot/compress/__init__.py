@@ -12,6 +12,6 @@ use them, so `import trainpilot` stays light; they come with the `compress` extr
 """
 from __future__ import annotations
 
-from .job import CompressConfig, CompressionReport, run_compression
+from trainpilot.compress.job import CompressConfig, CompressionReport, run_compression
 
 __all__ = ["CompressConfig", "CompressionReport", "run_compression"]

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .cycles import StepTimes, measure_steps
-from .deploy import Tuned, fine_tune
-from .prune import MAX_SPARSITY, PrunedModel
+from trainpilot.compress.cycles import StepTimes, measure_steps
+from trainpilot.compress.deploy import Tuned, fine_tune
+from trainpilot.compress.prune import MAX_SPARSITY, PrunedModel
 
 BISECTION_STEPS = 5  # 0.9 / 2^5: the ratio to within 0.03
 
@@ -44,7 +44,7 @@ def pruned_by(kind: str, evaluator: Any, ratio: float) -> PrunedModel:
     if kind == "uniform":
         return evaluator.prune({layer.name: ratio for layer in evaluator.layers.prunable})
     if kind == "l1-global":
-        from .prune import prune
+        from trainpilot.compress.prune import prune
 
         return prune(evaluator.dense, evaluator.layers, {}, evaluator.sample_shape, global_ratio=ratio)
     raise ValueError(f"unknown baseline '{kind}'")

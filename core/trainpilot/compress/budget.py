@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .finetune import samples_per_step, steps_for_epochs
+from trainpilot.compress.finetune import samples_per_step, steps_for_epochs
 
 DEFAULT_DENSE_EPOCHS = 48.0
 DENSE_MIN_SAMPLES = 2400 * 64  # 2400 steps at batch 64: about the demo set's 48 epochs, after which 96 gain 0.14 point (above)

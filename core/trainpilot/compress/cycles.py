@@ -40,9 +40,9 @@ def measure_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], n
     """Median training-step time of each model, interleaved: each round times one step of every
     model, in an order that rotates so no model is always timed first in a round. The models are
     copied first (timing trains them). Timed under the allocator TrainPilot trains with
-    (allocator.py): with glibc's defaults each step faulted its buffers in afresh, and one pair's
+    (machine/allocator.py): with glibc's defaults each step faulted its buffers in afresh, and one pair's
     speed-up spread 32 % across timings (benchmarks/step_noise.py) against 7-14 % without."""
-    from ..allocator import keep_freed_memory
+    from trainpilot.machine.allocator import keep_freed_memory
 
     keep_freed_memory()
     gen = torch.Generator().manual_seed(seed)
@@ -77,11 +77,11 @@ def predict_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], n
     """The cost model's step time for each model on a described machine (a TargetMachine), all on
     the plan it predicts fastest for the first model (the dense one): the same plan for all, so the
     ratio is the pruning's, not a change of device."""
-    from ..plans import Plan
-    from ..predict.derive import calibration_for_target, target_plans
-    from ..predict.features import features_of
-    from ..predict.roofline import estimate
-    from ..workload import profile_model
+    from trainpilot.plans import Plan
+    from trainpilot.predict.derive import calibration_for_target, target_plans
+    from trainpilot.predict.features import features_of
+    from trainpilot.predict.roofline import estimate
+    from trainpilot.job.workload import profile_model
 
     calibration = calibration_for_target(machine)
     features = {k: features_of(profile_model(m, sample_shape, num_classes, batch, batch_size=batch)) for k, m in models.items()}

@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import ConfigError
-from .cycles import StepTimes, measure_steps, predict_steps
-from .finetune import RESTART_LR, Tensors, accuracy, train_steps
-from .prune import PrunedModel, rebuild
+from trainpilot.errors import ConfigError
+from trainpilot.compress.cycles import StepTimes, measure_steps, predict_steps
+from trainpilot.compress.finetune import RESTART_LR, Tensors, accuracy, train_steps
+from trainpilot.compress.prune import PrunedModel, rebuild
 
 PLAN_FORMAT = 1
 
@@ -105,7 +105,7 @@ def export(out_dir: str | Path, tuned: Tuned, document: dict[str, Any], sample_s
         torch.save(tuned.pruned.model.state_dict(), tmp / "model.pt")
         (tmp / "plan.json").write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
         if mlpackage:
-            from ..backends.ane.convert import export_mlpackage
+            from trainpilot.backends.ane.convert import export_mlpackage
 
             export_mlpackage(tuned.pruned.model.eval(), sample_shape, tmp / "model.mlpackage")
             written["mlpackage"] = "model.mlpackage"
@@ -130,7 +130,7 @@ def plan_document(model_config: Any, sample_shape: tuple[int, ...], num_classes:
 def load_exported(directory: str | Path) -> nn.Module:
     """The pruned model of an export: the dense architecture rebuilt, its removed channels removed
     again, the weights loaded (weights_only: nothing in the file is executed)."""
-    from ..workload import build_model
+    from trainpilot.job.workload import build_model
 
     directory = Path(directory)
     document = json.loads((directory / "plan.json").read_text(encoding="utf-8"))

@@ -15,8 +15,8 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from .evaluate import Evaluation
-from .layers import EMBEDDING_SIZE, ModelLayers, embed
+from trainpilot.compress.evaluate import Evaluation
+from trainpilot.compress.layers import EMBEDDING_SIZE, ModelLayers, embed
 
 DEFAULT_MAX_SPARSITY = 0.8
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from torch import nn
 
-from .cycles import StepTimes, measure_steps, predict_steps
-from .finetune import RESTART_LR, Tensors, accuracy, train_steps
-from .layers import ModelLayers
-from .prune import PrunedModel, prune
-from .reward import Reward, compression_reward
-from .target import CompressionTarget
+from trainpilot.compress.cycles import StepTimes, measure_steps, predict_steps
+from trainpilot.compress.finetune import RESTART_LR, Tensors, accuracy, train_steps
+from trainpilot.compress.layers import ModelLayers
+from trainpilot.compress.prune import PrunedModel, prune
+from trainpilot.compress.reward import Reward, compression_reward
+from trainpilot.compress.target import CompressionTarget
 
 
 @dataclass(frozen=True)

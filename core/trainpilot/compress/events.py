@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .evaluate import Evaluation
-from .layers import LayerInfo
+from trainpilot.compress.evaluate import Evaluation
+from trainpilot.compress.layers import LayerInfo
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .cycles import StepTimes, measure_steps
-from .evaluate import Evaluation
-from .finetune import accuracy
-from .finetune import mean_loss as val_loss  # what the choice ranks finalists by
-from .grow import aligned_down, grow
-from .prune import PrunedModel
-from .search import SPEED_MARGIN
+from trainpilot.compress.cycles import StepTimes, measure_steps
+from trainpilot.compress.evaluate import Evaluation
+from trainpilot.compress.finetune import accuracy
+from trainpilot.compress.finetune import mean_loss as val_loss  # what the choice ranks finalists by
+from trainpilot.compress.grow import aligned_down, grow
+from trainpilot.compress.prune import PrunedModel
+from trainpilot.compress.search import SPEED_MARGIN
 
 # Re-measuring is cheap (a few steps of each model) next to a fine-tune, so more configurations
 # are re-measured than are fine-tuned: the noisy search speed-ups should not use up the finalists.

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .prune import PrunedModel
+from trainpilot.compress.prune import PrunedModel
 
 
 # oneDNN's fp32 CPU kernels work on blocks of 8 channels (AVX2) or 16 (AVX-512); a multiple of 8 is

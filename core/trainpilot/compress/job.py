@@ -23,18 +23,18 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import DatasetError
-from . import events as ev
-from .budget import Budget, budget_for
-from .cycles import StepTimes
-from .deploy import Tuned, Verdict, coremltools_installed, deployment_fine_tune, export, judge, plan_document, predicted_on, remeasure
-from .env import DEFAULT_MAX_SPARSITY, CompressionEnv
-from .evaluate import Evaluation, Evaluator
-from .finalists import Finalist, choose
-from .finetune import LEARNING_RATE, accuracy, tensors, train_steps
-from .layers import LayerInfo
-from .search import best, run_search
-from .target import CompressionTarget, resolve_compression_target
+from trainpilot.errors import DatasetError
+from trainpilot.compress import events as ev
+from trainpilot.compress.budget import Budget, budget_for
+from trainpilot.compress.cycles import StepTimes
+from trainpilot.compress.deploy import Tuned, Verdict, coremltools_installed, deployment_fine_tune, export, judge, plan_document, predicted_on, remeasure
+from trainpilot.compress.env import DEFAULT_MAX_SPARSITY, CompressionEnv
+from trainpilot.compress.evaluate import Evaluation, Evaluator
+from trainpilot.compress.finalists import Finalist, choose
+from trainpilot.compress.finetune import LEARNING_RATE, accuracy, tensors, train_steps
+from trainpilot.compress.layers import LayerInfo
+from trainpilot.compress.search import best, run_search
+from trainpilot.compress.target import CompressionTarget, resolve_compression_target
 
 MIN_HELD_OUT = 20  # samples in each of the validation and test splits; fewer make accuracy a coin toss
 VAL_FRACTION = 0.15  # the search's reward reads this split
@@ -190,7 +190,7 @@ def train_dense(model: Any, train: Any, *, steps: int, batch: int, seed: int, th
 def plan_threads(model: Any, data: Any, batch: int) -> tuple[int, str]:
     """The CPU thread count the agent plans for training the dense model here (its cost model; the
     rule cascade on a machine not calibrated yet), and the reason."""
-    from ..predict.planning import plan_job
+    from trainpilot.agent.planning import plan_job
 
     report = plan_job(model, data, epochs=1, batch_size=batch)
     chosen = report["chosen"]
@@ -207,10 +207,10 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
     """Run the whole job. Raises ValueError for an impossible request, TrainPilotError (one line)
     for bad input (unknown hardware, a dataset too small to hold out, a model torch-pruning cannot
     handle); otherwise returns the report, deployed or not."""
-    from ..allocator import keep_freed_memory
-    from ..data import Dataset, resolve_dataset
-    from ..workload import ModelSpec, build_model
-    from .prune import check_prunable
+    from trainpilot.machine.allocator import keep_freed_memory
+    from trainpilot.job.data import Dataset, resolve_dataset
+    from trainpilot.job.workload import ModelSpec, build_model
+    from trainpilot.compress.prune import check_prunable
 
     say = on_event or (lambda _e: None)
     problems = config.problems()
@@ -317,7 +317,7 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
 
 def _machines(config: CompressConfig, target: CompressionTarget) -> dict[str, Any]:
     """The described machines to predict on: the --hardware one first, then the default pair."""
-    from ..target_profiles import resolve_target
+    from trainpilot.machine.target_profiles import resolve_target
 
     out: dict[str, Any] = {}
     if target.is_described and config.hardware is not None:
@@ -329,7 +329,7 @@ def _machines(config: CompressConfig, target: CompressionTarget) -> dict[str, An
 
 
 def _default_out(model_name: str) -> str:
-    from ..paths import data_home
+    from trainpilot.paths import data_home
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = model_name.split(":")[-1].replace("/", "_")

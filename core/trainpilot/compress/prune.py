@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import WorkloadError
-from .layers import ModelLayers, describe_layers
+from trainpilot.errors import WorkloadError
+from trainpilot.compress.layers import ModelLayers, describe_layers
 
 RECURRENT = (nn.LSTM, nn.GRU, nn.RNN)
 MAX_SPARSITY = 0.9  # of a layer's channels; a layer always keeps some (and at least one)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 from typing import Sequence
 
-from .env import CompressionEnv
-from .evaluate import Evaluation
+from trainpilot.compress.env import CompressionEnv
+from trainpilot.compress.evaluate import Evaluation
 
 # Measured speed-ups on a shared machine wobble by a few percent between runs: a configuration
 # chosen for deployment must clear the target by this factor in the search to still clear it when

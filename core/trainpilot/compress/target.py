@@ -95,7 +95,7 @@ def resolve_compression_target(hardware: str | None) -> CompressionTarget:
     malformed file is a ConfigError with one line."""
     if hardware is None:
         return this_machine()
-    from ..target_profiles import resolve_target
+    from trainpilot.machine.target_profiles import resolve_target
 
     return described_machine(resolve_target(hardware))
 

@@ -6,12 +6,12 @@ Nothing here imports torch; `pynvml` is imported only when a CUDA plan is metere
 """
 from __future__ import annotations
 
-from .figures import PowerFigures, machine_figures, target_figures
-from .meter import EnergyMeter, Mark, open_meter
-from .objective import OBJECTIVES, check_objective, choose, figures_text, rank, score
-from .plan_power import PlanPower, annotate, power_for
-from .rapl import POWERCAP_ROOT, RaplEnergy, counter_delta, find_zones, rapl_availability
-from .reading import EST, Energy, Watts, joules_text
+from trainpilot.energy.figures import PowerFigures, machine_figures, target_figures
+from trainpilot.energy.meter import EnergyMeter, Mark, open_meter
+from trainpilot.energy.objective import OBJECTIVES, check_objective, choose, figures_text, rank, score
+from trainpilot.energy.plan_power import PlanPower, annotate, power_for
+from trainpilot.energy.rapl import POWERCAP_ROOT, RaplEnergy, counter_delta, find_zones, rapl_availability
+from trainpilot.energy.reading import EST, Energy, Watts, joules_text
 
 __all__ = [
     "EST", "Energy", "EnergyMeter", "Mark", "OBJECTIVES", "POWERCAP_ROOT", "PlanPower", "PowerFigures", "RaplEnergy", "Watts",

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
+from trainpilot.errors import ConfigError
 
 # A desktop or server x86 CPU draws roughly its TDP over its hardware threads when all are busy:
 # Ryzen 9 7950X 170 W / 32 = 5.3 W, EPYC 9654 360 W / 192 = 1.9 W, Core i9-13900K 253 W / 32 = 7.9 W.

@@ -23,12 +23,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .cpu_estimate import CpuTimeEstimate, WallTimeEstimate
-from .figures import PowerFigures, machine_figures
-from .reading import Energy
+from trainpilot.energy.cpu_estimate import CpuTimeEstimate, WallTimeEstimate
+from trainpilot.energy.figures import PowerFigures, machine_figures
+from trainpilot.energy.reading import Energy
 
 if TYPE_CHECKING:
-    from ..plans import Plan
+    from trainpilot.plans import Plan
 
 LOG = logging.getLogger("trainpilot.energy")
 
@@ -150,7 +150,7 @@ class EnergyMeter:
 
 def accelerator_source(plan: "Plan", figures: PowerFigures, nvml: ModuleType | None | str = "auto") -> Any:
     if plan.backend == "cuda":
-        from .nvml import nvml_energy
+        from trainpilot.energy.nvml import nvml_energy
 
         index = int(plan.device.split(":")[1]) if plan.device and ":" in plan.device else 0
         try:
@@ -164,7 +164,7 @@ def accelerator_source(plan: "Plan", figures: PowerFigures, nvml: ModuleType | N
 def cpu_source(*, powercap_root: Path | str | None = None, figures: PowerFigures | None = None, pids: Iterable[int] | None = None,
                apple: Any = "auto") -> tuple[Any, set[str]]:
     """The CPU's source and the backends it covers: RAPL, the macOS sampler, or the estimate."""
-    from .rapl import POWERCAP_ROOT, RaplEnergy, rapl_availability
+    from trainpilot.energy.rapl import POWERCAP_ROOT, RaplEnergy, rapl_availability
 
     root = Path(powercap_root) if powercap_root is not None else POWERCAP_ROOT
     if rapl_availability(root):
@@ -173,7 +173,7 @@ def cpu_source(*, powercap_root: Path | str | None = None, figures: PowerFigures
         except (OSError, ValueError) as exc:
             LOG.info("RAPL unreadable (%s); estimating", exc)
     if apple is not None:
-        from .powermetrics import apple_energy, powermetrics_availability
+        from trainpilot.energy.powermetrics import apple_energy, powermetrics_availability
 
         if apple != "auto":  # a given sampler (tests, or the monitor's own)
             return apple_energy(apple), {"cpu", "mps", "ane"}

@@ -7,27 +7,13 @@ adapter, so the meter never sees which of the two a device has.
 """
 from __future__ import annotations
 
-import importlib
 import threading
 from types import ModuleType
 from typing import Any
 
-from ..plans import Availability
-from .integrate import IntegratedPower
-
-NEEDS_NVML = "needs NVML (pip install nvidia-ml-py, the `cuda` extra)"
-
-
-def import_nvml() -> ModuleType | None:
-    try:
-        return importlib.import_module("pynvml")
-    except ImportError:
-        return None
-
-
-def _handle(nvml: ModuleType, index: int) -> Any:
-    nvml.nvmlInit()
-    return nvml.nvmlDeviceGetHandleByIndex(index)
+from trainpilot.energy.integrate import IntegratedPower
+from trainpilot.machine.nvml import NEEDS_NVML, device_handle as _handle, import_nvml
+from trainpilot.plans import Availability
 
 
 def nvml_availability(index: int = 0, nvml: ModuleType | None | str = "auto") -> Availability:

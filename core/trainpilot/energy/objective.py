@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from ..units import seconds as fmt_s
-from .reading import EST, joules_text
+from trainpilot.energy.reading import EST, joules_text
 
 if TYPE_CHECKING:
-    from ..plans import Decision, PlanPrediction
+    from trainpilot.plans import Decision, PlanPrediction
 
 OBJECTIVES = ("time", "energy", "edp")
 UNITS = {"time": "s", "energy": "J", "edp": "J*s"}
@@ -41,7 +40,7 @@ def score(prediction: "PlanPrediction", objective: str) -> float | None:
 
 def figures_text(prediction: "PlanPrediction") -> str:
     """'3.1 s, 41.2 J est.': both figures of one plan, as the trace shows them."""
-    from ..units import predicted
+    from trainpilot.units import predicted
 
     text = predicted(prediction.predicted_s, prediction.detail.get("interval"))
     joules = prediction.detail.get("energy_j")
@@ -60,7 +59,7 @@ def choose(predictions: Sequence["PlanPrediction"], objective: str, decision: "D
     weigh), the given decision stands, with a line saying so for the other objectives."""
     from dataclasses import replace
 
-    from ..predict.confidence import confidence_from_margin
+    from trainpilot.predict.confidence import confidence_from_margin
 
     check_objective(objective)
     if objective == "time":

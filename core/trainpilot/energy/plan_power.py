@@ -15,11 +15,11 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .figures import PowerFigures, machine_figures, target_figures
-from .reading import Watts
+from trainpilot.energy.figures import PowerFigures, machine_figures, target_figures
+from trainpilot.energy.reading import Watts
 
 if TYPE_CHECKING:
-    from ..plans import Plan, PlanPrediction
+    from trainpilot.plans import Plan, PlanPrediction
 
 HISTORY_LIMIT = 500  # newest runs read for power: enough for a median per plan, quick to read
 
@@ -42,7 +42,7 @@ class PlanPower:
                     figures: PowerFigures | None = None, records: Any = None, calibration_dir: Any = None) -> "PlanPower":
         """`records`: runs already read (the cost model's), else read from `history`;
         `calibration_dir`: where `calibrate` stored measured power per plan."""
-        from .power_calibration import load_power
+        from trainpilot.energy.power_calibration import load_power
 
         power = cls(figures or machine_figures(), logical_cpus, calibrated=load_power(calibration_dir, machine_id))
         if records is not None:
@@ -86,7 +86,7 @@ class PlanPower:
             return Watts(sum(p.watts for p in parts), " + ".join(f"{w.label}: {p.source}" for w, p in zip(plan.workers, parts)),
                          estimated=any(p.estimated for p in parts))
         if self.calibrated is not None:
-            from .power_calibration import power_key
+            from trainpilot.energy.power_calibration import power_key
 
             measured = self.calibrated.watts.get(power_key(plan))
             if measured is not None:

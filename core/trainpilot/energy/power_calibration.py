@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..plans import Plan
-from .meter import EnergyMeter, open_meter
+from trainpilot.plans import Plan
+from trainpilot.energy.meter import EnergyMeter, open_meter
 
 Progress = Callable[[float, str], None]
 

@@ -1,4 +1,4 @@
-"""macOS energy from the power sampler the monitor already runs (samplers/apple.py: powermetrics,
+"""macOS energy from the power sampler the monitor already runs (machine/samplers/apple.py: powermetrics,
 or macmon/mactop): CPU + GPU + ANE watts integrated over time.
 
 Those watts are Apple's own model-based figures (the sampler shows them "W, est."), so energy from
@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plans import Availability
-from .integrate import IntegratedPower
+from trainpilot.plans import Availability
+from trainpilot.energy.integrate import IntegratedPower
 
 POWER_READINGS = ("CPU power", "GPU power", "ANE power")
 
 
 def powermetrics_availability(system: str | None = None, machine: str | None = None, chooser: Any = None) -> Availability:
-    from ..samplers.apple import choose_power_tool, is_apple_silicon
+    from trainpilot.machine.samplers.apple import choose_power_tool, is_apple_silicon
 
     if not is_apple_silicon(system, machine):
         return Availability(False, "not Apple Silicon")
     if (chooser or choose_power_tool)(1000) is None:
-        from ..samplers.apple import NO_TOOL
+        from trainpilot.machine.samplers.apple import NO_TOOL
 
         return Availability(False, NO_TOOL)
     return Availability(True)
@@ -29,7 +29,7 @@ def powermetrics_availability(system: str | None = None, machine: str | None = N
 def apple_energy(sampler: Any = None, poll_interval_s: float = 0.5) -> IntegratedPower:
     """An energy source over an `ApplePowerSampler` (started here when not given). Until the tool
     has produced its first sample there is no reading, and nothing is added."""
-    from ..samplers.apple import ApplePowerSampler
+    from trainpilot.machine.samplers.apple import ApplePowerSampler
 
     sampler = sampler or ApplePowerSampler(interval_ms=500)
 

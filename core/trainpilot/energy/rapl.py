@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..plans import Availability
+from trainpilot.plans import Availability
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
 ASSUMED_MAX_W = 1000.0  # a generous ceiling for one machine's packages: sets how often to read

@@ -20,9 +20,9 @@ Modules, one concept each:
 """
 from __future__ import annotations
 
-from .auto import ensure_calibrated, open_calibrated
-from .calibration import Calibration
-from .history import History, RunRecord
-from .model import DESCRIBED_MARK, CostModel
+from trainpilot.predict.auto import ensure_calibrated, open_calibrated
+from trainpilot.predict.calibration import Calibration
+from trainpilot.predict.history import History, RunRecord
+from trainpilot.predict.model import DESCRIBED_MARK, CostModel
 
 __all__ = ["Calibration", "CostModel", "DESCRIBED_MARK", "History", "RunRecord", "ensure_calibrated", "open_calibrated"]

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from .model import CostModel
+from trainpilot.predict.model import CostModel
 
 # Set to 0 to switch the first-sight calibration off (test suites, CI runners that only check
 # behaviour): the agent then keeps the rule cascade until `trainpilot headless calibrate` runs.

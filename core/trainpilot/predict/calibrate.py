@@ -13,12 +13,12 @@ import time
 from contextlib import nullcontext
 from typing import Callable
 
-from ..plans import Plan
-from .calibration import Calibration, PlanCalibration, StateRates, plan_key
-from .contention import BusyLoad, ExternalCpuMeter, wait_for_quiet
-from .features import COLUMNS, WorkFeatures
-from .fit import relative_nnls
-from .microbench import FULL_SUITE, QUICK_SUITE, BenchSpec, bench_features, memory_bandwidth, time_training_steps
+from trainpilot.plans import Plan
+from trainpilot.predict.calibration import Calibration, PlanCalibration, StateRates, plan_key
+from trainpilot.machine.contention import BusyLoad, ExternalCpuMeter, wait_for_quiet
+from trainpilot.predict.features import COLUMNS, WorkFeatures
+from trainpilot.predict.fit import relative_nnls
+from trainpilot.predict.microbench import FULL_SUITE, QUICK_SUITE, BenchSpec, bench_features, memory_bandwidth, time_training_steps
 
 Progress = Callable[[float, str], None]
 
@@ -124,7 +124,7 @@ def run_calibration(
     quick mode, 30 s otherwise); with a budget, a disturbed point is measured again."""
     import torch
 
-    from ..allocator import keep_freed_memory
+    from trainpilot.machine.allocator import keep_freed_memory
 
     keep_freed_memory()  # calibrate under the allocator the training runs with
     say = progress or (lambda _f, _m: None)

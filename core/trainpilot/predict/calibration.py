@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..plans import Plan
-from .compile_cost import CompileCalibration
-from .features import COLUMNS
+from trainpilot.plans import Plan
+from trainpilot.predict.compile_cost import CompileCalibration
+from trainpilot.predict.features import COLUMNS
 
 FORMAT_VERSION = 2
 

@@ -29,10 +29,10 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from .features import KINDS, WorkFeatures
+from trainpilot.predict.features import KINDS, WorkFeatures
 
 if TYPE_CHECKING:
-    from .microbench import BenchSpec
+    from trainpilot.predict.microbench import BenchSpec
 
 Progress = Callable[[float, str], None]
 
@@ -106,7 +106,7 @@ def fit_compile(samples: list[CompileSample], threads: int, torch_version: str, 
     network, whose first compile paid inductor's start-up on top of a graph."""
     import numpy as np
 
-    from .fit import relative_nnls
+    from trainpilot.predict.fit import relative_nnls
 
     once = max(samples[0].first_compile_s - samples[0].recompile_s, 0.0) if samples else 0.0
     per_layer: dict[str, float] = {}
@@ -138,8 +138,8 @@ def measure_compile(threads: int, specs: "tuple[BenchSpec, ...] | None" = None, 
     import torch
     import torch._inductor.config as inductor_config
 
-    from ..backends.compiled import compile_model
-    from .microbench import COMPILE_SUITE, BenchTrainer, time_training_steps
+    from trainpilot.backends.compiled import compile_model
+    from trainpilot.predict.microbench import COMPILE_SUITE, BenchTrainer, time_training_steps
 
     say = progress or (lambda _f, _m: None)
     specs = specs or COMPILE_SUITE

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends.cpu import thread_counts
-from ..plans import Plan
-from .calibration import Calibration, PlanCalibration, StateRates, plan_key
-from .features import COLUMNS
+from trainpilot.backends.cpu import thread_counts
+from trainpilot.plans import Plan
+from trainpilot.predict.calibration import Calibration, PlanCalibration, StateRates, plan_key
+from trainpilot.predict.features import COLUMNS
 
 CPU_EFFICIENCY = {"dense": 0.8, "conv": 1.0, "recurrent": 0.8}
 # Recurrent layers run one time step after another: accelerators sustain a small share of peak.

@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from .interval import weighted_quantile
-from .learning import Observation, correction
+from trainpilot.predict.interval import weighted_quantile
+from trainpilot.predict.learning import Observation, correction
 
 DRIFT_TAU_S = 60.0  # a residual's weight falls by e every minute
 DRIFT_PRIOR = 3.0  # pseudo-runs at "no drift": n fresh runs that agree pull the median n/4 of the way, 4 all of it

@@ -13,6 +13,7 @@ history starts: losing the learned corrections costs a few runs of accuracy, a c
 from __future__ import annotations
 
 import json
+import math
 import logging
 import os
 import random
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from ..plans import Plan
+from trainpilot.plans import Plan
 
 SCHEMA_VERSION = 1
 LOG = logging.getLogger("trainpilot.predict")
@@ -422,4 +423,25 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
         checkpoint_epoch=row["checkpoint_epoch"],
         learn=bool(row["learn"]),
         ui_cores=row["ui_cores"] if "ui_cores" in row.keys() else None,
+    )
+
+
+def run_record(*, run_id: str, machine_id: str, profile: Any, plan: Any, load: Any, predicted_s: float | None,
+               actual_s: float, status: str, epochs_done: int) -> "RunRecord":
+    """One history row for a run of `profile` on `plan` under `load` (a UtilizationSample)."""
+    return RunRecord(
+        run_id=run_id,
+        recorded_at=time.time(),
+        machine_id=machine_id,
+        footprint=profile.footprint,
+        profile=profile.to_dict(),
+        plan=plan,
+        busy_cores=float(getattr(load, "busy_cores", 0.0) or 0.0),
+        cpu_percent=float(getattr(load, "cpu_percent", 0.0) or 0.0),
+        predicted_s=None if predicted_s is None or not math.isfinite(predicted_s) else float(predicted_s),
+        actual_s=float(actual_s),
+        status=status,
+        epochs=int(profile.epochs),
+        epochs_done=int(epochs_done),
+        ui_cores=float(getattr(load, "ui_cores", 0.0) or 0.0),  # of busy_cores: TrainPilot's own UI
     )

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from statistics import NormalDist, median
 from typing import Sequence
 
-from .learning import Observation, plan_match
+from trainpilot.predict.learning import Observation, plan_match
 
 LEVEL = 0.80  # the interval's nominal coverage
 PRIOR_RUNS = 4.0  # pseudo-runs of the prior that measured errors have to outweigh

@@ -21,11 +21,12 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..plans import Plan
-from .calibration import Calibration
-from .features import WorkFeatures, features_of
-from .history import RunRecord
-from .roofline import LOAD_FULL_CORES, LOAD_NOISE_CORES, _smooth, estimate
+from trainpilot.plans import Plan
+from trainpilot.predict.calibration import Calibration
+from trainpilot.predict.features import WorkFeatures, features_of
+from trainpilot.predict.history import RunRecord
+from trainpilot.predict.roofline import estimate
+from trainpilot.predict.roofline_terms import LOAD_FULL_CORES, LOAD_NOISE_CORES, smooth_step
 
 EXACT_BONUS = 8.0  # the same footprint counts as eight similar runs
 PRIOR_WEIGHT = 0.35  # pseudo-runs at ratio 1 (the roofline) that evidence has to outweigh
@@ -80,7 +81,7 @@ class Correction:
 
 def state_weight(busy_cores: float) -> float:
     """0 for an idle machine, 1 with a core busy (what `roofline.load_weights` blends with)."""
-    return _smooth(busy_cores, LOAD_NOISE_CORES, LOAD_FULL_CORES)
+    return smooth_step(busy_cores, LOAD_NOISE_CORES, LOAD_FULL_CORES)
 
 
 def observe(records: Iterable[RunRecord], calibration: Calibration) -> list[Observation]:

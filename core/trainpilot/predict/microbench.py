@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     import torch
 
-    from .features import WorkFeatures
+    from trainpilot.predict.features import WorkFeatures
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,8 @@ def build_bench_model(spec: BenchSpec) -> "torch.nn.Module":
 
 def bench_features(spec: BenchSpec) -> "WorkFeatures":
     """Profile the benchmark network with the product's own profiler, then read its features."""
-    from ..workload import profile_model
-    from .features import features_of
+    from trainpilot.job.workload import profile_model
+    from trainpilot.predict.features import features_of
 
     model = build_bench_model(spec)
     profile = profile_model(model, spec.input_shape, 10, spec.batch * 4, name=spec.name, batch_size=spec.batch)

@@ -9,7 +9,7 @@
     model.record(profile, plan, load, predicted_s, actual_s, run_id=..., status="success", epochs_done=3)
 
 Until the machine is calibrated it predicts with the first estimate and decides with the
-documented rule cascade (`estimate.py`), so the agent always has an answer.
+documented rule cascade (`predict/first_estimate.py`), so the agent always has an answer.
 """
 from __future__ import annotations
 
@@ -19,20 +19,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..plans import Decision, Plan, PlanPrediction
-from .calibration import Calibration, load_calibration, save_calibration
-from .confidence import confidence_from_margin
-from .drift import DRIFT_MAX_RUNS, NO_DRIFT, Drift, Residual, drift, recent_residuals, residual_of
-from .features import features_of
-from .history import History, HistoryUnavailable, RunRecord
-from .interval import COLD, WARM, around, error_samples, log_bounds, noise_floor, prior_sigma, repeat_noise, runs_behind
-from .learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, similarities, state_weight
-from .roofline import estimate
+from trainpilot.plans import Decision, Plan, PlanPrediction
+from trainpilot.predict.calibration import Calibration, load_calibration, save_calibration
+from trainpilot.predict.confidence import confidence_from_margin
+from trainpilot.predict.drift import DRIFT_MAX_RUNS, NO_DRIFT, Drift, Residual, drift, recent_residuals, residual_of
+from trainpilot.predict.features import features_of
+from trainpilot.predict.history import History, HistoryUnavailable, RunRecord
+from trainpilot.predict.interval import COLD, WARM, around, error_samples, log_bounds, noise_floor, prior_sigma, repeat_noise, runs_behind
+from trainpilot.predict.learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, similarities, state_weight
+from trainpilot.predict.roofline import estimate
 
 if TYPE_CHECKING:
-    from ..hardware import HardwareInfo
-    from ..monitor import UtilizationSample
-    from ..workload import WorkloadProfile
+    from trainpilot.machine.probe import HardwareInfo
+    from trainpilot.machine.monitor import UtilizationSample
+    from trainpilot.job.workload import WorkloadProfile
 
 LOG = logging.getLogger("trainpilot.predict")
 DESCRIBED_MARK = "predicted for a described machine"
@@ -48,7 +48,7 @@ def _busy(load: "UtilizationSample | None") -> float:
 
 
 class CostModel:
-    """A `Predictor` (see `predictor.py`). Build it with `CostModel.open`."""
+    """A `Predictor` (see `predict/predictor.py`). Build it with `CostModel.open`."""
 
     policy = "cost-model"
 
@@ -98,7 +98,7 @@ class CostModel:
         """Open the model for this machine (`hardware` = a `HardwareInfo`, probed when None) or
         for a described machine (`hardware` = a `TargetMachine`). `home` overrides the data
         directory (default: `paths.data_home()`); `history_path` the history database alone."""
-        from .. import paths
+        from trainpilot import paths
 
         home_path = Path(home).expanduser() if home is not None else None
         cal_dir = (home_path / "calibration") if home_path else paths.calibration_dir()
@@ -106,7 +106,7 @@ class CostModel:
             history_path = (home_path / "history.sqlite3") if home_path else paths.history_db_path()
         notices: list[str] = []
         if _is_target(hardware):
-            from .derive import calibration_for_target
+            from trainpilot.predict.derive import calibration_for_target
 
             calibration = calibration_for_target(hardware)
             return cls(
@@ -120,7 +120,7 @@ class CostModel:
                 available_backends=calibration.backends(),
             )
         if hardware is None:
-            from ..hardware import probe
+            from trainpilot.backends import probe
 
             hardware = probe()
         calibration, why = load_calibration(cal_dir, hardware.machine_id)
@@ -159,10 +159,10 @@ class CostModel:
     def plans(self) -> list[Plan]:
         """The plans this machine offers (the described machine's, or this one's available backends)."""
         if self.is_described:
-            from .derive import target_plans
+            from trainpilot.predict.derive import target_plans
 
             return target_plans(self.described)
-        from ..backends import get_backend
+        from trainpilot.backends import get_backend
 
         out: list[Plan] = []
         for name in self.available_backends:
@@ -175,7 +175,7 @@ class CostModel:
         `wait_budget_s`: how long it may wait for other processes to go quiet (see calibrate.py)."""
         if self.is_described:
             raise ValueError("a described machine cannot be measured; its calibration comes from its figures")
-        from .calibrate import run_calibration
+        from trainpilot.predict.calibrate import run_calibration
 
         measurable = [p for p in self.plans() if not p.is_compiled]  # compiling is calibrate_compile's
         calibration = run_calibration(self.machine_id, self.logical_cpus, measurable, progress=progress, quick=quick, wait_budget_s=wait_budget_s)
@@ -190,8 +190,8 @@ class CostModel:
         `specs`: the networks to compile (default microbench.COMPILE_SUITE)."""
         if self.is_described:
             raise ValueError("a described machine cannot be measured; its calibration comes from its figures")
-        from ..backends.compiled import compile_availability
-        from .compile_cost import measure_compile
+        from trainpilot.backends.compiled import compile_availability
+        from trainpilot.predict.compile_cost import measure_compile
 
         avail = compile_availability()
         if not avail:
@@ -239,7 +239,7 @@ class CostModel:
 
     def _fallback_predictor(self) -> Any:
         if self._fallback is None:
-            from ..estimate import FirstEstimate
+            from trainpilot.predict.first_estimate import FirstEstimate
 
             self._fallback = FirstEstimate(self.logical_cpus)
         return self._fallback
@@ -293,7 +293,7 @@ class CostModel:
             detail["note"] = DESCRIBED_MARK
             detail["machine"] = self.calibration.described
         if plan.workers:  # a split plan: its shares and per-worker figures, for the trace
-            from ..hetero.split_cost import split_detail
+            from trainpilot.predict.split_cost import split_detail
 
             detail["split"] = split_detail(feats, plan, busy, self.calibration)
         return PlanPrediction(plan, run_s, source=source, detail=detail)
@@ -337,7 +337,7 @@ class CostModel:
         if not self.is_described or plan.backend != "ane":
             return None
         try:
-            from ..backends import get_backend
+            from trainpilot.backends import get_backend
 
             support = get_backend("ane").mode_support(profile)  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001 - the ANE package is optional; no answer is no exclusion
@@ -382,7 +382,7 @@ class CostModel:
         hardware: dict[str, Any],
     ) -> Decision:
         if self.calibration is None:
-            from ..estimate import rule_cascade_decision
+            from trainpilot.predict.first_estimate import rule_cascade_decision
 
             decision = rule_cascade_decision(profile, predictions, load, hardware)
             note = "cost model: this machine is not calibrated yet, so the documented rule cascade decides"
@@ -418,7 +418,7 @@ class CostModel:
             f"confidence {confidence:.2f}: {'a ' + format(margin, '.0%') + ' margin' if margin is not None else 'a single plan'}"
             f" against a measured error of +-{sigma:.0%} for this kind of workload ({evidence:.0f} comparable past predictions)"
         )
-        from ..hetero.split_cost import why_not_split
+        from trainpilot.predict.split_cost import why_not_split
 
         lines.extend(why_not_split(timed, best))
         spoke = "history" if best.source == "history" else "roofline"
@@ -448,7 +448,7 @@ class CostModel:
         try:
             if self.history is None:
                 return
-            from ..runlog import run_record
+            from trainpilot.predict.history import run_record
 
             rec = replace(
                 run_record(run_id=run_id, machine_id=self.machine_id, profile=profile, plan=plan, load=load,

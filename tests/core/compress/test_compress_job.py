@@ -13,7 +13,7 @@ from trainpilot.compress import events as ev
 from trainpilot.compress.deploy import Tuned, export, judge, load_exported, plan_document
 from trainpilot.compress.job import split_three
 from trainpilot.errors import ConfigError, DatasetError
-from trainpilot.data import demo_dataset
+from trainpilot.job.data import demo_dataset
 
 QUICK = dict(episodes=4, search_seconds=0.0, threads=1, batch_size=32, dense_epochs=3, finetune_steps=4, deploy_epochs=2,
              search_repeats=3, deploy_repeats=5, predict_on=("apple-m2",))

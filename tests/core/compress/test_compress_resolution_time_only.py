@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 from trainpilot.compress.prune import check_prunable
-from trainpilot.data import demo_dataset
-from trainpilot.workload import build_model
+from trainpilot.job.data import demo_dataset
+from trainpilot.job.workload import build_model
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 

@@ -8,7 +8,7 @@ import pytest
 
 from trainpilot.compress.target import SEMI_2_4, STRUCTURED, UNSTRUCTURED, resolve_compression_target
 from trainpilot.errors import ConfigError
-from trainpilot.target_profiles import load_target, shipped_profiles
+from trainpilot.machine.target_profiles import load_target, shipped_profiles
 
 
 def test_this_machine_counts_structured_pruning_only() -> None:

@@ -24,7 +24,7 @@ import torch
 
 torch.set_num_threads(1)  # no OpenMP pool in the parent: forked children stay safe
 
-from trainpilot.checkpoint import LATEST, atomic_write_bytes, content_digest, load_checkpoint, save_checkpoint  # noqa: E402
+from trainpilot.run.checkpoint import LATEST, atomic_write_bytes, content_digest, load_checkpoint, save_checkpoint  # noqa: E402
 from trainpilot.errors import CheckpointError  # noqa: E402
 
 CONFIG = {"model": "mlp", "dataset": "demo", "batch_size": 8, "lr": 1e-3, "seed": 0, "val_fraction": 0.1, "epochs": 99}

@@ -91,16 +91,15 @@ class FlakyBackend(CpuBackend):
 def install(backend: FlakyBackend) -> Callable[[], None]:
     """Make get_backend("cuda") return `backend` everywhere the core looks it up; returns the undo."""
     import trainpilot.backends as backends
-    import trainpilot.trainer as trainer
 
     original = backends.get_backend
 
     def get_backend(name: str):  # type: ignore[no-untyped-def]
         return backend if name == "cuda" else original(name)
 
-    backends.get_backend, trainer.get_backend = get_backend, get_backend  # type: ignore[assignment]
+    backends.get_backend = get_backend  # type: ignore[assignment]
 
     def undo() -> None:
-        backends.get_backend, trainer.get_backend = original, original  # type: ignore[assignment]
+        backends.get_backend = original  # type: ignore[assignment]
 
     return undo

@@ -25,7 +25,7 @@ def rss_anon() -> int:
 def main(dataset: str) -> None:
     import torch  # noqa: F401  (imported before the baseline: its own memory is not the dataset's)
 
-    from trainpilot.session import SessionConfig, TrainingSession
+    from trainpilot.run.session import SessionConfig, TrainingSession
 
     peak = baseline = rss_anon()
     done = threading.Event()

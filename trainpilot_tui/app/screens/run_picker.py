@@ -13,13 +13,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select
 
 from trainpilot.energy.objective import OBJECTIVES
-from trainpilot.session import SessionConfig
+from trainpilot.run.session import SessionConfig
 
 
 def zoo_models() -> tuple[str, ...]:
     # The zoo lives beside the model classes (torch); by the time a user opens this dialog the
     # session has imported torch already, so this is a dictionary lookup.
-    from trainpilot.model_names import ZOO
+    from trainpilot.job.model_names import ZOO
 
     return tuple(ZOO)
 

@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Label
 
-from trainpilot.monitor import UtilizationSample
+from trainpilot.machine.monitor import UtilizationSample
 
 from .. import format as fmt
 from ..styles import tcss_beside

@@ -22,21 +22,21 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ...errors import BackendUnavailable, WorkloadError
-from ...plans import Availability, Plan
-from ..base import Backend
-from .coreml_import import coremltools_dir
+from trainpilot.errors import BackendUnavailable, WorkloadError
+from trainpilot.plans import Availability, Plan
+from trainpilot.backends.base import Backend
+from trainpilot.backends.ane.coreml_import import coremltools_dir
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from ...workload import WorkloadProfile
-    from .convert import ConvertedModel
-    from .placement import PlacementReport
-    from .runtime import CoreMLRuntime
-    from .split import Split
-    from .updatable import UpdatableModel
+    from trainpilot.job.workload import WorkloadProfile
+    from trainpilot.backends.ane.convert import ConvertedModel
+    from trainpilot.backends.ane.placement import PlacementReport
+    from trainpilot.backends.ane.runtime import CoreMLRuntime
+    from trainpilot.backends.ane.backbone import Split
+    from trainpilot.backends.ane.updatable import UpdatableModel
 
 FROZEN_BACKBONE = "frozen-backbone"
 CORE_ML_UPDATE = "core-ml-update"
@@ -58,7 +58,7 @@ class PlatformFacts:
 
     @classmethod
     def here(cls) -> "PlatformFacts":
-        from .runtime import mac_version
+        from trainpilot.backends.ane.runtime import mac_version
 
         return cls(platform.system(), platform.machine(), mac_version())
 
@@ -126,7 +126,7 @@ class AneBackend(Backend):
     @property
     def runtime(self) -> "CoreMLRuntime | Any":
         if self._runtime is None:
-            from .runtime import CoreMLRuntime
+            from trainpilot.backends.ane.runtime import CoreMLRuntime
 
             self._runtime = CoreMLRuntime()
         return self._runtime
@@ -197,8 +197,8 @@ class AneBackend(Backend):
 
     def check_model(self, model: "nn.Module", sample_shape: tuple[int, ...]) -> dict[str, Availability]:
         """The exact per-mode answer for a built model (runs a probe forward pass, no conversion)."""
-        from .split import split_model
-        from .updatable import check_updatable
+        from trainpilot.backends.ane.backbone import split_model
+        from trainpilot.backends.ane.updatable import check_updatable
 
         try:
             split_model(model, sample_shape, self.freeze)
@@ -222,7 +222,7 @@ class AneBackend(Backend):
 
     def work_dir(self) -> Path:
         if self._work_dir is None:
-            from ...paths import data_home
+            from trainpilot.paths import data_home
 
             root = data_home() / "ane"
             root.mkdir(parents=True, exist_ok=True)
@@ -232,8 +232,8 @@ class AneBackend(Backend):
 
     def prepare_frozen_backbone(self, model: "nn.Module", sample_shape: tuple[int, ...]) -> FrozenBackbone:
         """Split the model and convert its backbone to an .mlpackage (any OS). Cached per model."""
-        from .convert import convert_module
-        from .split import output_shape, split_model
+        from trainpilot.backends.ane.convert import convert_module
+        from trainpilot.backends.ane.backbone import output_shape, split_model
 
         sample_shape = tuple(int(d) for d in sample_shape)
         key = (id(model), self.freeze, sample_shape)
@@ -259,7 +259,7 @@ class AneBackend(Backend):
             raise BackendUnavailable("core-ml-update trains inside Core ML: call AneBackend.train_core_ml_update")
         if plan.mode not in (None, FROZEN_BACKBONE):
             raise BackendUnavailable(f"unknown ANE mode '{plan.mode}'")
-        from .features import cache_features, check_feature_memory
+        from trainpilot.backends.ane.features import cache_features, check_feature_memory
 
         sample_shape = sample_shape_of(inputs)
         prepared = self.prepare_frozen_backbone(model, sample_shape)
@@ -275,7 +275,7 @@ class AneBackend(Backend):
 
     def build_update_model(self, model: "nn.Module", sample_shape: tuple[int, ...], num_classes: int, *,
                            epochs: int, batch_size: int, learning_rate: float, optimizer: str = "sgd") -> "UpdatableModel":
-        from .updatable import build_updatable_model
+        from trainpilot.backends.ane.updatable import build_updatable_model
 
         return build_updatable_model(model, sample_shape, num_classes, self.work_dir() / "updatable.mlmodel",
                                      epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
@@ -295,7 +295,7 @@ class AneBackend(Backend):
         on_epoch: Callable[[int, float], None] | None = None,
     ) -> UpdateReport:
         """Train `model` with Core ML's on-device update and copy the result back into it (macOS)."""
-        from .updatable import load_weights
+        from trainpilot.backends.ane.updatable import load_weights
 
         sample_shape = sample_shape_of(inputs)
         built = self.build_update_model(model, sample_shape, num_classes, epochs=epochs, batch_size=batch_size,
@@ -311,8 +311,8 @@ class AneBackend(Backend):
 
     def export(self, model: "nn.Module", sample_shape: tuple[int, ...], path: Path | str) -> ExportReport:
         """Write the trained model as an .mlpackage and, where Core ML can say, where it runs."""
-        from .convert import export_mlpackage
-        from .placement import summarize
+        from trainpilot.backends.ane.convert import export_mlpackage
+        from trainpilot.backends.ane.placement import summarize
 
         converted = export_mlpackage(model, sample_shape, path)
         avail = self.runtime.placement_availability()

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...errors import WorkloadError
-from .coreml_import import load_coremltools, quiet_coremltools
+from trainpilot.errors import WorkloadError
+from trainpilot.backends.ane.coreml_import import load_coremltools, quiet_coremltools
 
 INPUT_NAME = "x"
 OUTPUT_NAME = "y"

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
-from ...errors import BackendUnavailable
+from trainpilot.errors import BackendUnavailable
 
 _log = logging.getLogger("trainpilot.ane")
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 import psutil
 
-from ...errors import BackendUnavailable
+from trainpilot.errors import BackendUnavailable
 
 PredictFn = Callable[[np.ndarray], np.ndarray]
 ProgressFn = Callable[[int, int], None]  # (samples done, total)

@@ -19,10 +19,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import BackendUnavailable
-from ...plans import Availability
-from .coreml_import import has_native_runtime, load_coremltools, quiet_coremltools
-from .placement import OpPlacement, device_name
+from trainpilot.errors import BackendUnavailable
+from trainpilot.plans import Availability
+from trainpilot.backends.ane.coreml_import import has_native_runtime, load_coremltools, quiet_coremltools
+from trainpilot.backends.ane.placement import OpPlacement, device_name
 
 PredictFn = Callable[[np.ndarray], np.ndarray]
 EpochFn = Callable[[int, float], None]  # (epoch index from 0, loss)

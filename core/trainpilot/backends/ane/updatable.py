@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from ...errors import WorkloadError
-from ...plans import Availability
-from .coreml_import import load_coremltools, quiet_coremltools
-from .split import Reshape, layer_sequence
+from trainpilot.errors import WorkloadError
+from trainpilot.plans import Availability
+from trainpilot.backends.ane.coreml_import import load_coremltools, quiet_coremltools
+from trainpilot.backends.ane.backbone import Reshape, layer_sequence
 
 INPUT_NAME = "x"
 PROBS_NAME = "probs"  # softmax output: what the loss reads

@@ -1,0 +1,138 @@
+"""Plan a job without training: build and profile the model on the dataset exactly as a session
+would, observe the load, predict every plan, decide. What `trainpilot headless plan` prints.
+
+For this machine the agent itself plans (its candidate plans, its exclusions, its trace), so the
+answer is the one `headless run` would act on. For a described machine (`--hardware FILE`) the
+cost model derives a calibration from the file's figures and plans for that machine's plans.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from trainpilot.plans import Decision, PlanPrediction
+from trainpilot.predict.model import DESCRIBED_MARK, CostModel
+
+Progress = Callable[[float, str], None]
+
+
+def profile_job(model: str | dict[str, Any], dataset: Any, *, epochs: int = 3, batch_size: int = 64,
+                val_fraction: float = 0.1, seed: int = 0) -> tuple[Any, Any]:
+    """(profile, dataset) as `session.TrainingSession` builds them: the profile counts the
+    training split only, which is what the run's steps go through. `dataset` is a path, None for
+    the demo set, or a loaded `data.Dataset`."""
+    from trainpilot.job.data import Dataset, resolve_dataset
+    from trainpilot.job.workload import ModelSpec, build_model, profile_model
+
+    spec = ModelSpec.from_config(model)
+    data = dataset if isinstance(dataset, Dataset) else resolve_dataset(dataset)
+    train_set, _val = data.split(val_fraction, seed)
+    module = build_model(spec, data.sample_shape, data.num_classes)
+    profile = profile_model(module, data.sample_shape, data.num_classes, len(train_set), name=spec.name, batch_size=batch_size, epochs=epochs)
+    return profile, data
+
+
+def _bounds(p: PlanPrediction) -> dict[str, Any]:
+    """The prediction's 80 % interval (interval.py) as the --json keys every predicted time has."""
+    bounds = p.detail.get("interval") or {}
+    return {"predicted_low_s": bounds.get("low_s"), "predicted_high_s": bounds.get("high_s"), "interval_kind": bounds.get("kind")}
+
+
+def _plan_row(p: PlanPrediction, chosen: Decision) -> dict[str, Any]:
+    return {
+        **p.plan.to_dict(),
+        "label": p.plan.label,
+        "predicted_s": p.predicted_s,
+        **_bounds(p),
+        "excluded": p.excluded_reason,
+        "source": p.source,
+        "chosen": p.plan == chosen.plan,
+        "relative_error": p.detail.get("relative_error"),
+        "history_runs": p.detail.get("history_runs"),
+        "per_epoch_s": p.detail.get("per_epoch_s"),
+        "energy_j": p.detail.get("energy_j"),
+        "power_w": p.detail.get("power_w"),
+        "energy_source": p.detail.get("energy_source"),
+    }
+
+
+def plan_job(
+    model: str | dict[str, Any],
+    dataset: str | None,
+    *,
+    epochs: int = 3,
+    batch_size: int = 64,
+    hardware_file: str | Path | None = None,
+    home: str | Path | None = None,
+    auto_calibrate: bool = True,
+    progress: Progress | None = None,
+    objective: str = "time",
+) -> dict[str, Any]:
+    """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}.
+    `objective`: time | energy | edp, what the choice minimises (energy/objective.py)."""
+    from trainpilot.energy import PlanPower, annotate, check_objective, choose, figures_text
+    from trainpilot.machine.monitor import measure_load
+
+    check_objective(objective)
+
+    profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
+    calibrated_now = False
+    if hardware_file is not None:
+        from trainpilot.machine.target_profiles import resolve_target
+
+        target = resolve_target(hardware_file)  # a .toml path, or a shipped profile's name
+        cost = CostModel.open(home, hardware=target)
+        load = measure_load(0.05)  # only to fill the protocol; a described machine is assumed idle
+        for plan in cost.plans():  # a first pass imports what the predictions need (not thinking)
+            cost.predict(profile, plan, load)
+        start = time.perf_counter()
+        power = PlanPower.for_target(target)
+        predictions = [annotate(cost.predict(profile, plan, load), power) for plan in cost.plans()]
+        decision = choose(predictions, objective, cost.decide(profile, predictions, load, {}))
+        thinking = time.perf_counter() - start
+        observation: dict[str, Any] = {"described_machine": target.to_dict(), "assumed_load": "idle", "note": DESCRIBED_MARK}
+        trace = [f"{p.plan.label}: " + (f"predicted {figures_text(p)} ({p.detail.get('energy_source')})" if p.predicted_s is not None
+                                          else f"excluded — {p.excluded_reason}") for p in predictions] + list(decision.reasoning)
+    else:
+        from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
+        from trainpilot.backends import probe
+        from trainpilot.predict.auto import ensure_calibrated
+
+        hardware = probe()
+        cost = CostModel.open(home, hardware=hardware)
+        if auto_calibrate:
+            calibrated_now = ensure_calibrated(cost, progress)
+        agent = HardwareOrchestrator(predictor=cost, hardware=hardware, objective=objective)
+        load = measure_load(0.3)
+        observation = observe_hardware(hardware, load)
+        agent.observe(observation, profile)
+        result = agent.plan(profile, load, observation)
+        predictions, decision, thinking = list(result.predictions), result.decision, result.seconds
+        trace = [s.text for s in result.steps]
+    chosen_prediction = next((p for p in predictions if p.plan == decision.plan), None)
+    return {
+        "chosen": {
+            **decision.plan.to_dict(),
+            "label": decision.plan.label,
+            "predicted_s": decision.predicted_s,
+            **(_bounds(chosen_prediction) if chosen_prediction else {"predicted_low_s": None, "predicted_high_s": None}),
+            "confidence": decision.confidence,
+            "margin": decision.margin,
+            "policy": decision.policy,
+            "source": chosen_prediction.source if chosen_prediction else None,
+            "energy_j": chosen_prediction.detail.get("energy_j") if chosen_prediction else None,
+            "energy_source": chosen_prediction.detail.get("energy_source") if chosen_prediction else None,
+        },
+        "objective": objective,
+        "plans": [_plan_row(p, decision) for p in predictions],
+        "observation": observation,
+        "workload": profile.to_dict(),
+        "reasoning": list(decision.reasoning),
+        "trace": trace,
+        "thinking_ms": thinking * 1000.0,
+        "calibrated": cost.is_calibrated,
+        "calibrated_now": calibrated_now,
+        "described": cost.is_described,
+        "notices": list(cost.notices),
+    }

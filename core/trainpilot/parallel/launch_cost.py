@@ -1,0 +1,82 @@
+"""What launching N local ranks really costs, beyond their training: measured on real launches.
+
+The loopback probe (`hetero.link.Link.startup_s`) times only "two processes form a group". A real
+`--nproc` launch also pays for the elastic agent, an interpreter plus torch and the CLI per rank,
+the dataset load, the model build, the speed probe and the teardown: on a 2-core machine about 4x
+the loopback figure. So every successful `--nproc` launch records its overhead (the launcher's
+wall time minus rank 0's training time), and a 2-rank prediction uses the median of the recent
+ones; until a launch has been recorded it falls back to the loopback figure and says so.
+
+Stored beside the calibration, one small JSON file per TRAINPILOT_HOME, keyed by rank count: the
+ranks are launched from this home, so its launches are the ones to learn from.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainpilot.parallel.link import Link
+
+KEEP = 8  # recent launches kept per rank count: enough for a median, short enough to follow changes
+FILE = "launch-overhead.json"
+
+
+@dataclass(frozen=True)
+class LaunchOverhead:
+    seconds: float
+    source: str  # "median of N --nproc launches" | "loopback probe (no --nproc launch recorded yet)"
+
+
+def _path(home: str | Path | None) -> Path:
+    from trainpilot import paths
+
+    folder = Path(home).expanduser() / "calibration" if home is not None else paths.calibration_dir()
+    return folder / FILE
+
+
+def _load(path: Path) -> dict[str, list[float]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or damaged: learning starts again
+    if not isinstance(data, dict):
+        return {}
+    return {k: [float(v) for v in vs if isinstance(v, (int, float)) and v >= 0] for k, vs in data.items() if isinstance(vs, list)}
+
+
+def record_launch(nproc: int, overhead_s: float, home: str | Path | None = None) -> None:
+    """Add one launch's overhead (seconds beyond training). Negative or non-finite figures (clock
+    trouble) are not recorded; the file is replaced atomically so a reader never sees half of it."""
+    if not (overhead_s >= 0 and overhead_s < float("inf")):
+        return
+    path = _path(home)
+    data = _load(path)
+    data[str(nproc)] = (data.get(str(nproc), []) + [round(float(overhead_s), 4)])[-KEEP:]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def launch_overhead(nproc: int, fallback_s: float, home: str | Path | None = None) -> LaunchOverhead:
+    """The start-up a prediction for `nproc` local ranks should add: the median of the recorded
+    launches, or `fallback_s` (the loopback probe's group start-up) before any was recorded."""
+    seen = _load(_path(home)).get(str(nproc), [])
+    if not seen:
+        return LaunchOverhead(fallback_s, "loopback probe (no --nproc launch recorded yet)")
+    return LaunchOverhead(statistics.median(seen), f"median of {len(seen)} measured --nproc {nproc} launch(es)")
+
+
+def with_launch_startup(link: "Link", nproc: int, home: str | Path | None = None) -> "Link":
+    """`link` with its start-up replaced by what a real `--nproc` launch costs (see above)."""
+    import dataclasses
+
+    cost = launch_overhead(nproc, link.startup_s, home)
+    return dataclasses.replace(link, startup_s=cost.seconds, source=f"{link.source}; start-up {cost.seconds:.1f} s: {cost.source}")
+

@@ -1,0 +1,243 @@
+"""The training step of one rank: its share of the batch through DistributedDataParallel.
+
+Uneven shares are per-rank batch sizes with the loss scaled, not DDP's `Join`. `Join` is for ranks
+that run out of batches at different times: it shadows the missing all-reduces with zeros and
+still divides by the world size, so a step is no longer the full-batch step, and the fast rank
+idles at the end instead of every step being balanced. Here every rank takes part in every step
+with the samples it can finish in the same time, and rank i's loss is
+
+    sum of its samples' losses * world_size / batch
+
+so DDP's average over ranks, (1/world) * sum_i world/batch * sum grad = (1/batch) * sum of all
+samples' gradients: exactly the gradient of the mean loss over the whole batch, as one process
+would compute it (up to float summation order).
+
+Every rank walks the same seeded batch order (the single-process trainer's), taking its slice of
+each batch; a short last batch is split again by the same speeds.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainpilot.predict.shares import finish_time_shares
+from trainpilot.plans import Plan
+from trainpilot.run.trainer import StepResult, Trainer
+from trainpilot.parallel.group import RankGroup
+from trainpilot.parallel.rank_speed import RankSpeeds, equal_shares, measure_shares, refined_shares
+
+
+def shard_loss(logits: torch.Tensor, y: torch.Tensor, batch: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A rank's shard of a `batch`-sample step: (the sum of its samples' losses, the loss it
+    backpropagates: that sum times world_size / batch), so DDP's average over ranks is the mean
+    loss's gradient over the whole batch. A function of its own so that a check
+    (benchmarks/equivalence.py) combines shards exactly as the ranks do."""
+    loss_sum = nn.functional.cross_entropy(logits, y, reduction="sum")
+    return loss_sum, loss_sum * (world_size / batch)
+
+
+class StepClock:
+    """Seconds per sample from a training step's forward start to the moment its gradients are
+    ready to all-reduce: the rank's own compute, wall clock, with whatever preemption it met, and
+    none of the waiting for the other ranks (which comes after, inside the all-reduce).
+
+    Why wall time to "gradients ready" and not the forward alone: on a core that another program
+    shares, the scheduler gives the rank full-speed slices and then takes the core away. A forward
+    pass is short enough to fit in one slice, so its time says the rank is as fast as a free one;
+    the backward, twice as long, is where the core is taken. The whole compute span, averaged over
+    the epoch, is what the step has to wait for (StarPU balances predicted finish times the same way).
+
+    Taken only inside `timing(n)` (a training step's full batch), so evaluation and the speed
+    probe's copy are never counted. The forward hook is a plain closure: the probe deep-copies the
+    model with its hooks, and a bound method would drag the whole trainer (and its DDP wrapper) in."""
+
+    # Epochs whose steps the next shares are computed from: the newest few, so a change on the
+    # machine shows within as many epochs, and each estimate averages more than one epoch's steps
+    # (small_cnn on the demo set: 8 steps an epoch; one epoch's mean read rank 1 anywhere between
+    # 1.4x and 3.1x slower in runs of the same setup).
+    WINDOW_EPOCHS = 3
+
+    def __init__(self) -> None:
+        self.per_sample_s: list[float] = []  # the epoch being timed
+        self._recent: deque[list[float]] = deque(maxlen=self.WINDOW_EPOCHS)
+        self._samples = 0  # of the step being timed; 0: not timing
+        self._t0 = 0.0
+        self._handles: list[Any] = []
+
+    def attach(self, module: nn.Module) -> None:
+        """Time from `module`'s forward start (the model inside DDP: after DDP's own buffer
+        broadcast); `gradients_ready` ends the span."""
+        for handle in self._handles:  # a new plan wraps a new module: time that one only
+            handle.remove()
+
+        def started(*_: Any) -> None:
+            self._t0 = time.perf_counter()
+
+        self._handles = [module.register_forward_pre_hook(started)]
+        self.per_sample_s = []
+        self._recent.clear()
+
+    def close_epoch(self) -> list[float]:
+        """The epoch that ended joins the window; returns every step figure in the window."""
+        if self.per_sample_s:
+            self._recent.append(self.per_sample_s)
+        self.per_sample_s = []
+        return [v for epoch in self._recent for v in epoch]
+
+    def gradients_ready(self) -> None:
+        if self._samples:
+            self.per_sample_s.append((time.perf_counter() - self._t0) / self._samples)
+
+    @contextmanager
+    def timing(self, samples: int) -> Iterator[None]:
+        self._samples = samples
+        try:
+            yield
+        finally:
+            self._samples = 0
+
+
+class StepFigures:
+    """The step's figures (loss sum, correct, samples, stop asked), summed over the ranks inside the
+    gradient all-reduce instead of a collective of their own: on a core another program shares,
+    every collective waits for that rank to be scheduled again, and that wait is paid by the whole
+    step (measured in a 2-rank loop on such a core: 3-7 ms a step for each collective added)."""
+
+    def __init__(self) -> None:
+        self._riding: torch.Tensor | None = None  # this step's, until the last bucket takes them
+        self.summed: list[float] | None = None  # over the ranks, once the all-reduce is done
+
+    def put(self, values: list[float]) -> None:
+        self._riding, self.summed = torch.tensor(values, dtype=torch.float64), None
+
+    def take(self) -> torch.Tensor | None:
+        riding, self._riding = self._riding, None
+        return riding
+
+
+# Gradient dtypes the figures can ride in: float32 keeps counts exact up to 2**24; half precision
+# would round them, so with half-precision gradients the figures take a collective of their own.
+RIDING_DTYPES = (torch.float32, torch.float64)
+
+
+def gradient_hook(clock: StepClock, figures: StepFigures) -> Any:
+    """A DDP communication hook: DDP's own average of each gradient bucket, with the clock stopped
+    at the last bucket and the step's figures riding, unaveraged, at its end. Every rank's DDP
+    reduces its buckets in the same order, so the last one is the same on all."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects annotations other than its own
+        last = bucket.is_last()
+        if last:
+            clock.gradients_ready()
+        riding = figures.take() if last and bucket.buffer().dtype in RIDING_DTYPES else None
+        if riding is None:
+            return allreduce_hook(state, bucket)  # DDP's own: divide by the world size, all-reduce
+        group = state if state is not None else dist.group.WORLD
+        grads = bucket.buffer().div_(dist.get_world_size(group))
+        packed = torch.cat([grads, riding.to(grads.device, grads.dtype)])
+
+        def unpack(fut):  # type: ignore[no-untyped-def]
+            out = fut.value()[0]
+            figures.summed = [float(v) for v in out[grads.numel():].cpu()]
+            grads.copy_(out[: grads.numel()])
+            return grads
+
+        return dist.all_reduce(packed, group=group, async_op=True).get_future().then(unpack)
+
+    return hook
+
+
+class DistributedTrainer(Trainer):
+    def __init__(self, *args: Any, group: RankGroup, share_policy: str = "measured", **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.group = group
+        self.share_policy = share_policy
+        self.speeds: RankSpeeds | None = None
+        # A stop asked of this rank rides on the step's gradient all-reduce with its figures
+        # (StepFigures); every rank then sees the same `peer_stop` and stops at the same boundary.
+        self.wants_stop: Any = lambda: False
+        self.peer_stop = False
+        # This epoch's full-batch steps, timed to their gradients: the next epoch's shares come
+        # from them (speed.refined_shares), when the shares are the measured ones.
+        self._clock = StepClock()
+        self._figures = StepFigures()
+
+    def use_plan(self, plan: Plan) -> None:
+        """The rank's plan, then the DDP wrapper (which checks every rank holds the same parameter
+        shapes and broadcasts rank 0's values), then the speed measurement that sets the shares."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        super().use_plan(plan)
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        module = self.model
+        self.model = self.group.guarded("setting up DistributedDataParallel", lambda: DistributedDataParallel(module, device_ids=device_ids))
+        # Timed from the wrapped module's forward, after DDP's buffer broadcast, so a rank waiting
+        # for the other there is not counted as slow; up to its gradients, before the all-reduce.
+        self._clock.attach(module)
+        self.model.register_comm_hook(None, gradient_hook(self._clock, self._figures))  # None: DDP's default group
+        self.rebalance()
+
+    def rebalance(self) -> RankSpeeds:
+        self.speeds = measure_shares(self.group, self.full_model, self._inputs, self.train_set.y, self.batch_size, self.device, self.share_policy)
+        return self.speeds
+
+    def shares_for(self, batch: int) -> tuple[int, ...]:
+        assert self.speeds is not None
+        if batch == sum(self.speeds.shares):
+            return self.speeds.shares
+        if self.share_policy == "equal":
+            return equal_shares(batch, self.group.world_size)
+        return finish_time_shares(batch, self.speeds.per_sample_s)
+
+    def train_step(self, epoch: int, step: int) -> StepResult:
+        """Step `step` of `epoch` on this rank's share; the figures returned are the whole batch's."""
+        start = time.perf_counter()
+        if step == 0 and self._clock.per_sample_s and self.share_policy == "measured" and self.speeds is not None:
+            # every rank reaches an epoch's first step together (the last step's all-reduce), so
+            # the gather below is a collective they all enter
+            self.speeds = refined_shares(self.group, self._clock.close_epoch(), self.speeds, self.batch_size, epoch)
+        order = self.epoch_order(epoch)
+        batch_idx = order[step * self.batch_size : (step + 1) * self.batch_size]
+        shares = self.shares_for(len(batch_idx))
+        first = sum(shares[: self.group.rank])
+        idx = batch_idx[first : first + shares[self.group.rank]]
+        x = self._batch(self._inputs, idx).to(self.device, non_blocking=True)
+        y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        # full batches only: a short last batch's fixed per-step cost weighs more per sample
+        with self._clock.timing(len(idx) if len(batch_idx) == self.batch_size else 0):
+            logits = self.model(x)
+            loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
+            correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0
+            figures = [float(loss_sum.detach()), float(correct), float(len(idx)), 1.0 if self.wants_stop() else 0.0]
+            self._figures.put(figures)  # they ride on the gradient all-reduce (StepFigures)
+            self.group.guarded(f"the gradient all-reduce of epoch {epoch + 1}, step {step + 1}", scaled.backward)
+        # Before the optimizer step: if a peer is gone, this step has changed nothing yet, so the
+        # checkpoint rank 0 then writes is the state at this step's start.
+        summed = self._figures.summed
+        if summed is None:  # no gradient bucket carried them (no trainable parameters, half precision)
+            self._figures.take()
+            summed = self.group.sum(figures, f"epoch {epoch + 1}, step {step + 1}")
+        loss_total, correct_total, seen, stops = summed
+        self.peer_stop = stops > 0
+        self.optimizer.step()
+        return StepResult(epoch, step + 1, self.steps_per_epoch, loss_total / max(seen, 1.0), int(correct_total), int(seen), time.perf_counter() - start)
+
+    def weight_spread(self) -> float:
+        """Max abs difference of any weight between ranks (DDP keeps them equal; this checks it)."""
+        tensors = [t.detach().reshape(-1).double().cpu() for t in self.full_model.state_dict().values() if t.is_floating_point()]
+        return self.group.spread(torch.cat(tensors), "the end-of-run weight check")
+
+    def evaluate(self) -> float | None:
+        """Only rank 0 reports validation accuracy; the others skip the work (they wait for rank 0
+        at the next collective instead of spending their core on a figure nobody shows)."""
+        return super().evaluate() if self.group.rank == 0 else None

@@ -1,0 +1,65 @@
+"""What resuming a run needs: finding its checkpoint, checking it fits the model and the data, and
+storing what makes a later resume work from any directory. One-line errors name the checkpoint."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainpilot.errors import CheckpointError, TrainPilotError
+
+
+def describe_exception(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def shape_text(fingerprint: Any) -> str:
+    try:
+        shape = "x".join(str(d) for d in fingerprint["sample_shape"])
+        return f"{fingerprint['samples']} samples of {shape} in {fingerprint['num_classes']} classes"
+    except (TypeError, KeyError):
+        return repr(fingerprint)
+
+
+def absolute_dataset(dataset: Any) -> Any:
+    """Store a dataset path absolute, so `--resume` works from any directory."""
+    if not isinstance(dataset, str) or dataset in ("demo", "arrays"):
+        return dataset
+    path = Path(dataset).expanduser()
+    return str(path.resolve()) if path.exists() else dataset
+
+
+def restore_checkpoint(trainer: Any, state: dict[str, Any], model_name: str) -> None:
+    """Load a verified checkpoint into the trainer; a mismatch is the checkpoint's problem, said in one line."""
+    try:
+        trainer.load_state_dict(state)
+    except Exception as exc:
+        raise CheckpointError(f"does not fit model {model_name} ({describe_exception(exc)})", state.get("loaded_from")) from exc
+
+
+LAST = "last"  # `--resume last`: the newest crashed or interrupted run of this host
+
+
+def resolve_run(resume: str) -> str:
+    """The run id (or checkpoint path) that `resume` names: itself, or for "last" the newest run
+    the history shows as crashed or interrupted, with a checkpoint (runlog.last_resumable)."""
+    if resume != LAST:
+        return resume
+    from trainpilot.paths import history_db_path
+    from trainpilot.predict.history import History, HistoryUnavailable
+    from trainpilot.run.runlog import last_resumable
+
+    try:
+        history = History(history_db_path())
+    except (HistoryUnavailable, OSError) as exc:
+        raise TrainPilotError(f"cannot read the run history to find the last run: {exc}") from exc
+    return last_resumable(history)
+
+
+def checkpoint_path(resume: str) -> Path:
+    from trainpilot.paths import runs_dir
+
+    candidate = Path(resume).expanduser()
+    if candidate.exists():
+        return candidate
+    return runs_dir() / resume
