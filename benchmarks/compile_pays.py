@@ -57,7 +57,8 @@ def timed_run(case: tuple[Any, ...], plan_dict: dict[str, Any]) -> float:
     os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     warnings.simplefilter("ignore", UserWarning)  # "dynamo_pgo force disabled": what we asked for
     from trainpilot.plans import Plan
-    from trainpilot.run.trainer import Trainer, seed_everything
+    from trainpilot.job.prepare import seed_everything
+    from trainpilot.run.trainer import Trainer
     from trainpilot.job.workload import build_model
 
     model, _samples, batch, epochs = case

@@ -161,7 +161,8 @@ def run_suite(cases: tuple[Case, ...], quick: bool, home: Path, log: Any, passes
     from trainpilot.predict import CostModel
     from trainpilot.machine.contention import BusyLoad
     from trainpilot.agent.planning import profile_job
-    from trainpilot.run.trainer import Trainer, seed_everything
+    from trainpilot.job.prepare import seed_everything
+    from trainpilot.run.trainer import Trainer
     from trainpilot.job.workload import build_model
 
     hardware = probe()

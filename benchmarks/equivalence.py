@@ -51,7 +51,7 @@ def single_gradient(model: torch.nn.Module, data: Any, idx: np.ndarray) -> list[
 def combined_gradient(model: torch.nn.Module, data: Any, idx: np.ndarray, shares: tuple[int, ...]) -> list[torch.Tensor]:
     """The gradient the ranks apply: each shard's `shard_loss` backpropagated, then DDP's average
     (each rank's gradient / world size, summed)."""
-    from trainpilot.run.distributed_trainer import shard_loss
+    from trainpilot.parallel.step_clock import shard_loss
 
     world, total, first = len(shares), None, 0
     for n in shares:

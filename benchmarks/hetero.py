@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     # float order alone makes to the single-process run (equivalence.py says why both)
     import torch
 
-    from trainpilot.run.trainer import Trainer, seed_everything
+    from trainpilot.job.prepare import seed_everything
+    from trainpilot.run.trainer import Trainer
 
     def make_trainer() -> Trainer:  # as the session builds it: split, seed, model, Adam at --lr 1e-3
         train_set, val_set = data.split(0.1, 0)

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from trainpilot.job.data import demo_dataset
-    from trainpilot.run.trainer import seed_everything
+    from trainpilot.job.prepare import seed_everything
     from trainpilot.job.workload import build_model
 
     seed, lr = 0, 1e-3

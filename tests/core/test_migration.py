@@ -8,7 +8,8 @@ import torch
 
 from trainpilot.job.data import demo_dataset, validate
 from trainpilot.plans import Plan
-from trainpilot.run.trainer import Trainer, seed_everything
+from trainpilot.job.prepare import seed_everything
+from trainpilot.run.trainer import Trainer
 from trainpilot.job.workload import build_model
 
 

@@ -3,7 +3,6 @@
 The Apple runtime is not here, so a test double stands in for the ANE backend; it lives in tests/."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -16,10 +15,6 @@ from trainpilot.job.data import demo_dataset, validate
 from trainpilot.plans import Availability, Plan
 from trainpilot.run.session import SessionConfig, TrainingSession
 
-
-@dataclass
-class _Report:
-    epoch_losses: list[float]
 
 
 class FakeNeuralEngine(Backend):
@@ -47,14 +42,17 @@ class FakeNeuralEngine(Backend):
             feats = model.net[:2](torch.as_tensor(np.asarray(inputs[np.arange(len(inputs))]), dtype=torch.float32).flatten(1)).numpy()
         return model.net[2:], feats
 
-    def train_core_ml_update(self, model, inputs, labels, num_classes, *, epochs, batch_size, learning_rate, optimizer):
-        self.update_epochs += epochs
+    def trains_whole_epochs(self, plan):
+        return plan.mode == "core-ml-update"
+
+    def train_epoch(self, model, train_set, *, batch_size, lr):
+        self.update_epochs += 1
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        x = torch.as_tensor(np.asarray(inputs[np.arange(len(inputs))]), dtype=torch.float32)
-        loss = torch.nn.functional.cross_entropy(model(x), torch.as_tensor(labels))
+        x = torch.as_tensor(np.asarray(train_set.X[np.arange(len(train_set.X))]), dtype=torch.float32)
+        loss = torch.nn.functional.cross_entropy(model(x), torch.as_tensor(train_set.y))
         loss.backward()
         opt.step()
-        return _Report([float(loss.detach())])
+        return float(loss.detach())
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from trainpilot.run.distributed_trainer import shard_loss
+from trainpilot.parallel.step_clock import shard_loss
 
 
 def _grads(model: nn.Module) -> list[torch.Tensor]:

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainpilot.run.distributed_trainer import StepClock, StepFigures, gradient_hook
+from trainpilot.parallel.step_clock import StepClock, StepFigures, gradient_hook
 
 BACKWARD_S = 0.03
 

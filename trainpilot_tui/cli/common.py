@@ -15,8 +15,6 @@ EXIT_USAGE = 2
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
-BACKEND_CHOICES = ("auto", "cpu", "ane", "mps", "cuda", "split")
-
 
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
     """One line on stderr, no traceback, and the documented exit code."""

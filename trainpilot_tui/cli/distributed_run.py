@@ -66,7 +66,7 @@ def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bo
     from trainpilot.parallel.group import open_group
     from trainpilot.parallel.launch import launched_by_trainpilot, write_report
     from trainpilot.parallel.rank_env import local_cores, pin_to
-    from trainpilot.run.distributed_session import DistributedSession
+    from trainpilot.run.distributed_session import distributed_session
     from trainpilot.parallel.watchdog import Watchdog
     from trainpilot.errors import TrainPilotError
 
@@ -92,7 +92,7 @@ def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bo
     code = EXIT_FAILURE
     try:
         with open_group(info, _device_type(config.backend, info.local_world_size), timeout_s) as group, Watchdog(2 * timeout_s + 30, stuck) as dog:
-            session = DistributedSession(config, group, share_policy=share_policy, threads_per_rank=len(cores) if cores else None, heartbeat=dog.beat, on_stop=lambda: dog.expire_within(timeout_s))
+            session = distributed_session(config, group, share_policy=share_policy, threads_per_rank=len(cores) if cores else None, heartbeat=dog.beat, on_stop=lambda: dog.expire_within(timeout_s))
             with SignalStop(session) as stop:
                 with StderrProgress(quiet=quiet or not info.is_leader) as progress:
                     for event in session.events():

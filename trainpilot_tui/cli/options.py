@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from trainpilot.run.session import DEFAULT_EPOCHS  # light: the session module imports torch lazily
-
-from .common import BACKEND_CHOICES, usage_error
+from .common import usage_error
 
 MODEL_HELP = (
     "Model: small_cnn, wide_cnn, large_dense, rnn, mlp, or path/to/file.py:ClassName (an nn.Module whose constructor takes no arguments"
@@ -26,29 +24,15 @@ def session_config(
     *, model: str, dataset: Optional[str], epochs: Optional[int], batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None,
     compile: bool = False, objective: str = "time",
 ) -> Any:
-    from trainpilot.energy.objective import check_objective
-    from trainpilot.run.session import SessionConfig
+    """The options as a SessionConfig, checked by the core's own validation (run/config.py); a bad
+    option is a usage error (exit 2)."""
+    from trainpilot.errors import ConfigError
+    from trainpilot.run.config import SessionConfig, validate_config, with_default_epochs
 
-    try:
-        check_objective(objective)
-    except ValueError as exc:
-        usage_error(str(exc))
-
-    if backend not in BACKEND_CHOICES:
-        usage_error(f"--backend must be one of {', '.join(BACKEND_CHOICES)}, got '{backend}'")
-    if epochs is not None and epochs < 1:
-        usage_error("--epochs must be at least 1")
-    if epochs is None and not resume:
-        epochs = DEFAULT_EPOCHS  # None only on --resume: train to the resumed run's own count
-    if batch_size < 1:
-        usage_error("--batch-size must be at least 1")
-    if not lr > 0:
-        usage_error("--lr must be positive")
-    if freeze is not None and freeze < 1:
-        usage_error("--freeze must be at least 1 (the number of leading layers Core ML runs frozen)")
-    if threads is not None and threads < 1:
-        usage_error("--threads must be at least 1")
-    if compile and backend not in ("auto", "cpu"):
-        usage_error(f"--compile is a CPU plan setting (torch.compile on the host); it does not go with --backend {backend}")
     model_config: Any = {"name": model, "layers": layers} if layers else model
-    return SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile, objective=objective)
+    config = SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile, objective=objective)
+    try:
+        validate_config(config)
+    except ConfigError as exc:
+        usage_error(str(exc))
+    return with_default_epochs(config)  # None only on --resume: train to the resumed run's own count

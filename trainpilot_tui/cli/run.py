@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from trainpilot.run.session import DEFAULT_EPOCHS  # light: the session module imports torch lazily
+from trainpilot.run.config import DEFAULT_EPOCHS
 
 from .common import EXIT_OK, EXIT_SIGINT, fail, print_json, usage_error
 from .options import DATASET_HELP, MODEL_HELP, OBJECTIVE_HELP, session_config

@@ -19,18 +19,11 @@ Progress = Callable[[float, str], None]
 
 def profile_job(model: str | dict[str, Any], dataset: Any, *, epochs: int = 3, batch_size: int = 64,
                 val_fraction: float = 0.1, seed: int = 0) -> tuple[Any, Any]:
-    """(profile, dataset) as `session.TrainingSession` builds them: the profile counts the
-    training split only, which is what the run's steps go through. `dataset` is a path, None for
-    the demo set, or a loaded `data.Dataset`."""
-    from trainpilot.job.data import Dataset, resolve_dataset
-    from trainpilot.job.workload import ModelSpec, build_model, profile_model
+    """(profile, dataset) as a run prepares them (job/prepare.py)."""
+    from trainpilot.job.prepare import prepare_job
 
-    spec = ModelSpec.from_config(model)
-    data = dataset if isinstance(dataset, Dataset) else resolve_dataset(dataset)
-    train_set, _val = data.split(val_fraction, seed)
-    module = build_model(spec, data.sample_shape, data.num_classes)
-    profile = profile_model(module, data.sample_shape, data.num_classes, len(train_set), name=spec.name, batch_size=batch_size, epochs=epochs)
-    return profile, data
+    job = prepare_job(model, dataset, epochs=epochs, batch_size=batch_size, val_fraction=val_fraction, seed=seed)
+    return job.profile, job.dataset
 
 
 def _bounds(p: PlanPrediction) -> dict[str, Any]:

@@ -54,6 +54,20 @@ class Backend(ABC):
         features computed once on the Neural Engine, only the head trains). Identity by default."""
         return model, inputs
 
+    def step_runner(self, model: "torch.nn.Module", plan: Plan) -> Any:
+        """A runner whose `forward_backward(...)` does the plan's forward and backward itself (the split: several
+        workers per batch), or None: the trainer runs the step on `device(plan)` (most backends)."""
+        return None
+
+    def trains_whole_epochs(self, plan: Plan) -> bool:
+        """Whether this plan trains an epoch in one call outside PyTorch (`train_epoch`) instead of
+        step by step: no step events, and requests from other threads apply at epoch boundaries."""
+        return False
+
+    def train_epoch(self, model: "torch.nn.Module", train_set: Any, *, batch_size: int, lr: float) -> float:
+        """Train one epoch of `train_set` into `model` (only where `trains_whole_epochs`); the epoch's loss."""
+        raise NotImplementedError(f"{self.name} trains step by step")
+
     def memory_budget_bytes(self, plan: Plan) -> int | None:
         """Memory the plan may use for training state, when known (None: no limit known)."""
         return None

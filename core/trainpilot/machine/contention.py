@@ -215,3 +215,20 @@ def wait_for_quiet(expected_cores: float = 0.0, tolerance: float = 0.2, timeout_
         if other_cpu_cores(window_s) <= expected_cores + tolerance:
             break
     return time.monotonic() - start
+
+
+def observe_load(ui_steady: float | None = None) -> "UtilizationSample":
+    """The machine's load before deciding, with the part this process's own UI (the threads
+    beside this one) adds: the agent plans for the load the run will meet, itself included.
+    With `ui_steady` (the UI's own measure of its steady load), that replaces what the UI's
+    threads used during the window."""
+    from dataclasses import replace
+
+    from trainpilot.machine.monitor import measure_load
+
+    with ExternalCpuMeter() as meter:
+        load = measure_load(0.3)
+    seen = meter.result.ui_cores
+    if ui_steady is None:
+        return replace(load, ui_cores=round(seen, 3))
+    return with_ui_load(load, seen, ui_steady)

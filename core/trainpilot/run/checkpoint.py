@@ -189,3 +189,24 @@ def _check_structure(state: dict[str, Any], path: Path) -> None:
     if not isinstance(config, dict) or not set(CONFIG_KEYS) <= set(config):
         missing = sorted(set(CONFIG_KEYS) - set(config)) if isinstance(config, dict) else list(CONFIG_KEYS)
         raise CheckpointError(f"damaged: its run configuration lacks {', '.join(missing)}", path)
+
+
+def check_finite(state: dict[str, Any], epoch: int, step: int, kept: str) -> None:
+    """A checkpoint never stores NaN or infinite weights: the run has diverged, said in one line."""
+    from trainpilot.errors import TrainingDiverged
+
+    bad = [name for name, tensor in state["model_state"].items() if tensor.is_floating_point() and not bool(tensor.isfinite().all())]
+    if bad:
+        raise TrainingDiverged(f"weights became NaN or infinite ({', '.join(bad[:3])}) by epoch {epoch}, step {step} (try a lower --lr); {kept}")
+
+
+def checkpoint_meta(*, epoch: int, step: int, run_id: str, config: dict[str, Any], plan: Any, epoch_records: list[dict[str, Any]],
+                    totals: dict[str, float], fingerprint: dict[str, Any] | None) -> dict[str, Any]:
+    """What a checkpoint stores beside the tensors: where the run was, and what resuming needs."""
+    from trainpilot.run.resume import absolute_dataset
+
+    config = dict(config)
+    config["model"] = config["model"] if isinstance(config["model"], str) else dict(config["model"])
+    config["dataset"] = absolute_dataset(config["dataset"])
+    return dict(epoch=epoch, step=step, run_id=run_id, config=config, plan=plan.to_dict() if plan else None,
+                epoch_records=epoch_records, epoch_totals=totals, dataset_fingerprint=fingerprint)

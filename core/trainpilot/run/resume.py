@@ -63,3 +63,19 @@ def checkpoint_path(resume: str) -> Path:
     if candidate.exists():
         return candidate
     return runs_dir() / resume
+
+
+def resumed_config(config: Any, load_state: Any) -> tuple[Any, dict[str, Any]]:
+    """(config, state) to resume `config.resume`: the checkpoint's state (read by `load_state`,
+    a path -> state callable), and the config with the run's own settings taken from it. The epoch
+    count asked for now wins over the saved one (train a finished run further)."""
+    from dataclasses import replace
+
+    if config.resume == LAST:
+        config = replace(config, resume=resolve_run(config.resume))
+    state = load_state(checkpoint_path(config.resume))
+    saved = state["config"]
+    config = replace(config, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"],
+                     val_fraction=saved["val_fraction"], freeze=saved.get("freeze", config.freeze),
+                     epochs=config.epochs if config.epochs is not None else saved["epochs"])
+    return config, state

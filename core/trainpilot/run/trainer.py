@@ -33,11 +33,6 @@ class StepResult:
     seconds: float
 
 
-def seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)
-    np.random.seed(seed % (2**32))
-
-
 class Trainer:
     def __init__(self, model: nn.Module, train: Dataset, val: Dataset, *, batch_size: int, lr: float, seed: int, backends: Any = resolve_backend):
         self._backend = backends  # name -> Backend; a session may carry its own options (ANE --freeze)
@@ -75,9 +70,7 @@ class Trainer:
         self._in_train_mode = False
         if self._runner is not None:
             self._runner.close()
-        # a backend that runs the step itself (the split: several workers per batch) gives a runner
-        make_runner = getattr(backend, "step_runner", None)
-        self._runner = make_runner(self.model, plan) if make_runner is not None else None
+        self._runner = backend.step_runner(self.model, plan)  # None: this loop runs the step
 
     def synchronize(self) -> None:
         if self.plan is not None:

@@ -273,6 +273,15 @@ class AneBackend(Backend):
 
     # ------------------------------------------------------------------ core-ml-update
 
+    def trains_whole_epochs(self, plan: Plan) -> bool:
+        return plan.mode == CORE_ML_UPDATE
+
+    def train_epoch(self, model: "nn.Module", train_set: Any, *, batch_size: int, lr: float) -> float:
+        """One epoch through Core ML's MLUpdateTask (macOS), with Adam as the session's own steps use."""
+        report = self.train_core_ml_update(model, train_set.X, train_set.y, train_set.num_classes,
+                                           epochs=1, batch_size=batch_size, learning_rate=lr, optimizer="adam")
+        return float(report.epoch_losses[-1])
+
     def build_update_model(self, model: "nn.Module", sample_shape: tuple[int, ...], num_classes: int, *,
                            epochs: int, batch_size: int, learning_rate: float, optimizer: str = "sgd") -> "UpdatableModel":
         from trainpilot.backends.ane.updatable import build_updatable_model

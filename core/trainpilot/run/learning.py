@@ -1,0 +1,87 @@
+"""The run's row in the history, from its start ("running", so a kill -9 leaves it findable) to its
+end, and what the cost model learns from it: the load the run met (its own UI included) beside its
+predicted and actual time and energy."""
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import replace
+from typing import Any
+
+from trainpilot.energy.run_energy import run_energy
+
+
+class RunRecorder:
+    def __init__(self) -> None:
+        self.log: Any = None  # runlog.RunLog: this run's row in the history, from its start
+        self._meter: Any = None  # machine.contention.ExternalCpuMeter, from the first step on
+
+    def start_meter(self) -> None:
+        from trainpilot.machine.contention import ExternalCpuMeter
+
+        self._meter = ExternalCpuMeter().__enter__()
+
+    def start(self, agent: Any, *, run_id: str, profile: Any, plan: Any, load: Any, predicted_s: float | None, epochs_done: int) -> None:
+        from trainpilot.predict.history import run_record
+        from trainpilot.run.runlog import RunLog, history_of
+
+        history = history_of(agent.predictor)
+        if history is None or plan is None:
+            return
+        self.log = RunLog(history)
+        self.log.start(run_record(run_id=run_id, machine_id=agent.hardware.machine_id, profile=profile, plan=plan, load=load,
+                                  predicted_s=predicted_s, actual_s=0.0, status="running", epochs_done=epochs_done))
+
+    def checkpointed(self, epoch: int) -> None:
+        if self.log is not None:
+            self.log.checkpointed(epoch)
+
+    def close_progress(self) -> None:
+        if self.log is not None:
+            self.log.close()  # the run's progress connection; the end is written on one of its own
+
+    def load_met(self, logical_cpus: int) -> Any:
+        """The load during the run, or None when the meter never started or cannot read /proc."""
+        if self._meter is None:
+            return None
+        try:
+            self._meter.__exit__(None, None, None)
+            return self._meter.result.as_sample(logical_cpus)
+        except Exception:  # noqa: BLE001 - a meter that cannot read /proc costs the figure, not the run
+            return None
+
+    def finish(self, agent: Any, *, run_id: str, profile: Any, plan: Any, status: str, result: dict[str, Any], epoch_records: list[dict[str, Any]],
+               plan_changes: list[dict[str, Any]], trained: bool, met: Any) -> None:
+        """Give the row its final status; the cost model learns from the run only when it trained
+        something on one plan (a run whose plan changed mid-way timed two plans at once)."""
+        one_plan = len({json.dumps(c["plan"], sort_keys=True) for c in plan_changes}) <= 1
+        learn = trained and one_plan
+        row = self.log.row_id if self.log is not None else None
+        if not learn and row is None:
+            return
+        if met is None:
+            from trainpilot.machine.monitor import measure_load
+
+            met = measure_load(0.0)
+        done = dict(predicted_s=result["predicted_s"], actual_s=result["actual_s"] or 0.0, status=status, epochs_done=len(epoch_records))
+        energy = run_energy(epoch_records)
+        if learn:
+            record = agent.predictor.record
+            extra: dict[str, Any] = {"energy": energy} if _takes_energy(record) else {}
+            if row is not None:
+                extra["row_id"] = row
+            record(profile, plan, met, run_id=run_id, **done, **extra)
+        else:
+            from trainpilot.predict.history import run_record
+
+            rec = run_record(run_id=run_id, machine_id=agent.hardware.machine_id, profile=profile, plan=plan, load=met, **done)
+            self.log.finish(replace(rec, energy_j=energy.joules, energy_source=energy.source), learn=False)
+
+
+def _takes_energy(record: Any) -> bool:
+    """Whether a predictor's `record` takes `energy=` (one written before energy was recorded may not)."""
+    try:
+        params = inspect.signature(record).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "energy" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

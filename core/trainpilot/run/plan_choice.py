@@ -1,0 +1,83 @@
+"""Which plan the run acts on: the agent's decision, or what the options force (--backend,
+--threads, --compile, falling back to the CPU with the reason when that cannot run here); and the
+plan an override or a fallback moves to."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainpilot.plans import COMPILED, Availability, Plan, PlanPrediction
+from trainpilot.run.config import SessionConfig
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    plan: Plan
+    source: str  # agent | user | fallback | resume | launch
+    reason: str
+    fallback_reason: str | None = None
+
+
+def act_plan(decision: Any, cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
+    if cfg.backend != "auto" or cfg.threads or cfg.compile:
+        return forced_plan(cfg, agent, profile, backends)
+    return PlanChoice(decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision")
+
+
+def forced_plan(cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
+    name = "cpu" if cfg.backend == "auto" else cfg.backend
+    backend = backends(name)
+    avail = backend.availability()
+    if avail:
+        avail = backend.supports(profile)
+    if not avail:
+        threads = cfg.threads or agent.hardware.logical_cpus
+        return PlanChoice(Plan("cpu", threads=threads), "fallback", f"{name} requested but unavailable ({avail.reason}); running on the CPU",
+                          f"{name} unavailable: {avail.reason}")
+    plans = backend.plans(agent.hardware.logical_cpus)
+    if name != "cpu":
+        return PlanChoice(plans[0], "user", f"requested --backend {name}")
+    threads = cfg.threads or (agent.last_plan.threads if agent.last_plan and agent.last_plan.backend == "cpu" else None) or agent.hardware.logical_cpus
+    plan = Plan("cpu", threads=threads, mode=COMPILED if cfg.compile else None)
+    if cfg.compile:
+        compiles = backend.supports_plan(profile, plan)
+        if not compiles:
+            return PlanChoice(Plan("cpu", threads=threads), "fallback", f"--compile requested but torch.compile cannot run here ({compiles.reason}); training eagerly",
+                              f"torch.compile unavailable: {compiles.reason}")
+    return PlanChoice(plan, "user", f"requested --backend cpu with {threads} thread(s)" + (", compiled" if cfg.compile else ""))
+
+
+def plan_for(backend: Any, logical_cpus: int, predictions: dict[Plan, PlanPrediction], threads: int | None, mode: str | None = None) -> Plan:
+    """The plan of `backend` to move to. For the CPU: the thread count asked for, else the one
+    the agent predicted fastest (not blindly all threads), eager unless `mode` asks to compile."""
+    plans = backend.plans(logical_cpus)
+    if backend.name != "cpu":
+        return plans[0]
+    if threads:
+        return Plan("cpu", threads=threads, mode=mode)
+    timed = [p for p in predictions.values() if p.plan.backend == "cpu" and p.plan.mode == mode and p.predicted_s is not None]
+    if timed:
+        return min(timed, key=lambda p: p.predicted_s).plan  # type: ignore[arg-type, return-value]
+    return max((p for p in plans if p.mode == mode), key=lambda p: p.threads or 0)
+
+
+def fallback_plan(cfg: SessionConfig, backend: Any, logical_cpus: int, predictions: dict[Plan, PlanPrediction]) -> Plan:
+    """Eager CPU, whatever failed (a device, or compiling)."""
+    if cfg.threads:
+        return Plan("cpu", threads=cfg.threads)
+    return plan_for(backend, logical_cpus, predictions, None)
+
+
+def override_availability(backends: Any, profile: Any, backend: str, threads: int | None, mode: str | None) -> Availability:
+    """Whether the run may move to `backend` (a CPU plan: `threads`, `mode`): refused at once when not."""
+    from trainpilot.backends import BACKEND_NAMES
+
+    if backend not in BACKEND_NAMES:
+        return Availability(False, f"unknown backend '{backend}'")
+    target = backends(backend)
+    avail = target.availability()
+    if avail and profile is not None:
+        avail = target.supports(profile)
+    if avail and mode and profile is not None:
+        avail = target.supports_plan(profile, Plan(backend, threads=threads, mode=mode))
+    return avail
