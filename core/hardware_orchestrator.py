@@ -1,4 +1,5 @@
 """The seed project's module name, kept working: `from hardware_orchestrator import HardwareOrchestrator`."""
+
 from trainpilot.agent.orchestrator import AgentStep, HardwareOrchestrator
 from trainpilot.predict.first_estimate import LOW_CPU_UTILIZATION
 

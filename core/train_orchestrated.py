@@ -5,6 +5,7 @@
 
 The command is `trainpilot headless run` under its old name.
 """
+
 from __future__ import annotations
 
 import sys

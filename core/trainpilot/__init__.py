@@ -4,6 +4,7 @@ and learns from the difference between predicted and actual time.
 The public names are imported lazily so `import trainpilot` (and `trainpilot --help`) stays fast:
 torch loads only when something that needs it is touched.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,6 @@
 """Errors a user can act on. Each carries the file (when one is involved) and the problem in one line;
 the CLI prints `str(error)` and exits 1 without a traceback."""
+
 from __future__ import annotations
 
 

@@ -3,6 +3,7 @@
 Events are frozen dataclasses with plain-data fields so they can be turned into JSON Lines
 (`event_to_dict`) and into Textual messages without the core knowing about either.
 """
+
 from __future__ import annotations
 
 import time

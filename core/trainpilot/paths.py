@@ -3,6 +3,7 @@
 `TRAINPILOT_HOME` wins (tests and CI point it at a temporary folder); otherwise the platform's user
 data directory, so a user's runs survive upgrades and are found by every entry point.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """A plan is one concrete way to run a training job: a backend plus the settings that matter for speed."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -11,13 +12,13 @@ COMPILED = "compiled"  # Plan.mode of a CPU plan that trains through torch.compi
 SPLIT = "split"
 
 
-def _worker_token(plan: "Plan") -> str:
+def _worker_token(plan: Plan) -> str:
     if plan.backend == "cpu":
         return f"cpu:{plan.threads or 1}"
     return plan.device or plan.backend
 
 
-def _worker_plan(token: str) -> "Plan":
+def _worker_plan(token: str) -> Plan:
     name, _, rest = token.partition(":")
     if name == "cpu":
         return Plan("cpu", threads=int(rest or 1))
@@ -40,19 +41,19 @@ class Plan:
     def is_compiled(self) -> bool:
         return self.backend == "cpu" and self.mode == COMPILED
 
-    def as_eager(self) -> "Plan":
+    def as_eager(self) -> Plan:
         """The same CPU plan without torch.compile: what a compiled plan's steps start from."""
         return Plan("cpu", threads=self.threads)
 
     @property
-    def workers(self) -> tuple["Plan", ...]:
+    def workers(self) -> tuple[Plan, ...]:
         """The plans a split plan's workers run (one batch shared among them); () for any other plan."""
         if self.backend != SPLIT or not self.mode:
             return ()
         return tuple(_worker_plan(t) for t in self.mode.split("+"))
 
     @classmethod
-    def split(cls, workers: "tuple[Plan, ...] | list[Plan]") -> "Plan":
+    def split(cls, workers: tuple[Plan, ...] | list[Plan]) -> Plan:
         return cls(SPLIT, mode="+".join(_worker_token(w) for w in workers))
 
     @property
@@ -72,7 +73,7 @@ class Plan:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
         return cls(
             backend=str(data["backend"]),
             threads=data.get("threads"),

@@ -1,5 +1,6 @@
 """Reading TOML files a user may have written (hardware profiles, themes): every problem, from a
 missing file to bytes that are not UTF-8, is one ConfigError line naming the file."""
+
 from __future__ import annotations
 
 from pathlib import Path

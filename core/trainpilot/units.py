@@ -1,4 +1,5 @@
 """Human-readable figures, shared by messages in the core and the UIs."""
+
 from __future__ import annotations
 
 

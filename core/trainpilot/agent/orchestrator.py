@@ -5,23 +5,25 @@ and confidence; the session turns them into events for the TUI and --json.
 The seed API (`profile_workload`, `observe`, `think`, `select_backend`, `predict_performance`,
 `act`) keeps its documented contract; `plan()` is the richer call the session uses.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from trainpilot.energy.objective import check_objective, choose, figures_text
 from trainpilot.energy.plan_power import annotate, power_for
-from trainpilot.predict.first_estimate import FirstEstimate, cascade_backend
 from trainpilot.plans import Availability, Decision, Plan, PlanPrediction
+from trainpilot.predict.first_estimate import FirstEstimate, cascade_backend
 from trainpilot.predict.predictor import Predictor
 from trainpilot.units import seconds as fmt_s
 
 if TYPE_CHECKING:
-    from trainpilot.machine.probe import HardwareInfo
-    from trainpilot.machine.monitor import UtilizationSample
     from trainpilot.job.workload import WorkloadProfile
+    from trainpilot.machine.monitor import UtilizationSample
+    from trainpilot.machine.probe import HardwareInfo
 
 DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the seed's examples train on 28x28 images
 DEFAULT_CLASSES = 10
@@ -43,7 +45,7 @@ class PlanningResult:
     seconds: float  # time spent thinking (not profiling)
 
 
-def load_from_state(hardware_state: dict[str, Any], logical_cpus: int) -> "UtilizationSample":
+def load_from_state(hardware_state: dict[str, Any], logical_cpus: int) -> UtilizationSample:
     """Turn a seed-style hardware_state ({"cpu_utilization": 0.3, ...}) into a sample."""
     from trainpilot.machine.monitor import UtilizationSample
 
@@ -62,7 +64,7 @@ def load_from_state(hardware_state: dict[str, Any], logical_cpus: int) -> "Utili
     )
 
 
-def observe_hardware(hardware: "HardwareInfo", load: "UtilizationSample") -> dict[str, Any]:
+def observe_hardware(hardware: HardwareInfo, load: UtilizationSample) -> dict[str, Any]:
     """The observation dict the agent decides on (and --json reports)."""
     return {
         "ane_available": hardware.backends.get("ane", Availability(False)).available,
@@ -83,7 +85,7 @@ class HardwareOrchestrator:
     def __init__(
         self,
         predictor: Predictor | None = None,
-        hardware: "HardwareInfo | None" = None,
+        hardware: HardwareInfo | None = None,
         on_step: Callable[[AgentStep], None] | None = None,
         backends: Callable[[str], Any] | None = None,
         described_machine: Any = None,
@@ -109,7 +111,9 @@ class HardwareOrchestrator:
 
     # ---------------------------------------------------------------- trace
 
-    def _step(self, phase: str, text: str, confidence: float | None = None, data: dict[str, Any] | None = None) -> AgentStep:
+    def _step(
+        self, phase: str, text: str, confidence: float | None = None, data: dict[str, Any] | None = None
+    ) -> AgentStep:
         step = AgentStep(phase, text, confidence, dict(data or {}))
         self.trace.append(step)
         if self.on_step:
@@ -132,13 +136,19 @@ class HardwareOrchestrator:
 
         spec = ModelSpec.from_config(model_config)
         model = build_model(spec, input_shape, num_classes)
-        profile = profile_model(model, input_shape, num_classes, dataset_size, name=spec.name, batch_size=batch_size, epochs=epochs)
+        profile = profile_model(
+            model, input_shape, num_classes, dataset_size, name=spec.name, batch_size=batch_size, epochs=epochs
+        )
         return profile.to_dict()
 
-    def observe(self, hardware_state: dict[str, Any], workload_profile: "dict[str, Any] | WorkloadProfile") -> AgentStep:
+    def observe(self, hardware_state: dict[str, Any], workload_profile: dict[str, Any] | WorkloadProfile) -> AgentStep:
         self.hardware_state = dict(hardware_state)
         self.workload_profile = workload_profile
-        get = workload_profile.get if isinstance(workload_profile, dict) else lambda k, d=None: getattr(workload_profile, k, d)
+        get = (
+            workload_profile.get
+            if isinstance(workload_profile, dict)
+            else lambda k, d=None: getattr(workload_profile, k, d)
+        )
         util = float(hardware_state.get("cpu_utilization", 0.0))
         text = (
             f"workload {get('model', 'model')}: {int(get('params', 0)):,} params, {get('layers', '?')} layers,"
@@ -147,7 +157,9 @@ class HardwareOrchestrator:
         )
         return self._step("observe", text, data={"hardware": self.hardware_state})
 
-    def select_backend(self, profile: "dict[str, Any] | WorkloadProfile", hardware_state: dict[str, Any]) -> tuple[str, float]:
+    def select_backend(
+        self, profile: dict[str, Any] | WorkloadProfile, hardware_state: dict[str, Any]
+    ) -> tuple[str, float]:
         """The seed's deterministic cascade (see estimate.cascade_backend for the rules and the
         documented "low CPU" threshold, LOW_CPU_UTILIZATION = 0.5)."""
         state = dict(hardware_state)
@@ -164,7 +176,7 @@ class HardwareOrchestrator:
         result = self.plan(profile, load, self.hardware_state)
         return result.decision.plan.backend
 
-    def predict_performance(self, profile: "dict[str, Any] | WorkloadProfile", backend: str) -> float:
+    def predict_performance(self, profile: dict[str, Any] | WorkloadProfile, backend: str) -> float:
         """Predicted seconds for the whole run on `backend`'s best plan here (first estimate or cost
         model). A backend this machine lacks (the seed's README asks for the ANE on any machine) is
         predicted on a described machine that has it (predict/described.py: an Apple M2 for the ANE and
@@ -189,26 +201,44 @@ class HardwareOrchestrator:
         try:
             figure = predict_described(prof, backend, self.described_machine)
         except ValueError as exc:
-            raise ValueError(f"no time estimate for backend '{backend}': not here ({why_not or 'no estimate'}), and {exc}") from None
+            raise ValueError(
+                f"no time estimate for backend '{backend}': not here ({why_not or 'no estimate'}), and {exc}"
+            ) from None
         self._step(
             "think",
             f"{figure.plan}: predicted {fmt_s(figure)} on the described machine {figure.machine} ({figure.note};"
             f" not on this machine: {why_not or 'no estimate here'})",
-            data={"backend": backend, "predicted_s": float(figure), "described_machine": figure.machine, "note": figure.note, "plan_label": figure.plan},
+            data={
+                "backend": backend,
+                "predicted_s": float(figure),
+                "described_machine": figure.machine,
+                "note": figure.note,
+                "plan_label": figure.plan,
+            },
         )
         return figure
 
     def act(self, backend: str, environment: Any) -> dict[str, Any]:
         """Train in `environment` on `backend`. An unavailable backend falls back to the CPU, says so
         in `message` and records the reason in `fallback_reason`; it never crashes."""
-        profile = self.workload_profile if isinstance(self.workload_profile, dict) else getattr(self.workload_profile, "to_dict", dict)()
+        profile = (
+            self.workload_profile
+            if isinstance(self.workload_profile, dict)
+            else getattr(self.workload_profile, "to_dict", dict)()
+        )
         plan = self.last_plan if self.last_plan and self.last_plan.backend == backend else None
-        self._step("act", f"training on {plan.label if plan else backend}", self.last_decision.confidence if self.last_decision else None)
+        self._step(
+            "act",
+            f"training on {plan.label if plan else backend}",
+            self.last_decision.confidence if self.last_decision else None,
+        )
         return environment.execute_training(backend, profile, plan=plan)
 
     # ---------------------------------------------------------------- planning
 
-    def candidate_plans(self, profile: "WorkloadProfile", backends: list[str] | None = None) -> list[tuple[Plan, Availability]]:
+    def candidate_plans(
+        self, profile: WorkloadProfile, backends: list[str] | None = None
+    ) -> list[tuple[Plan, Availability]]:
         from trainpilot.backends import BACKEND_NAMES
 
         out: list[tuple[Plan, Availability]] = []
@@ -227,7 +257,9 @@ class HardwareOrchestrator:
             out.extend(split_candidates(self.backends, self.hardware.logical_cpus, profile, self.hardware.backends))
         return out
 
-    def plan(self, profile: "WorkloadProfile", load: "UtilizationSample", hardware_state: dict[str, Any] | None = None) -> PlanningResult:
+    def plan(
+        self, profile: WorkloadProfile, load: UtilizationSample, hardware_state: dict[str, Any] | None = None
+    ) -> PlanningResult:
         """Predict every plan, then decide. Emits one think step per plan and a decision step."""
         start = time.perf_counter()
         state = hardware_state or {}
@@ -240,40 +272,70 @@ class HardwareOrchestrator:
                 avail = Availability(False, "the observed hardware state says the ANE is unavailable")
             if not avail:
                 prediction = PlanPrediction(plan, None, excluded_reason=avail.reason)
-                self._step("think", f"{plan.label}: excluded — {avail.reason}", data={"plan": plan.to_dict(), "excluded": avail.reason})
+                self._step(
+                    "think",
+                    f"{plan.label}: excluded — {avail.reason}",
+                    data={"plan": plan.to_dict(), "excluded": avail.reason},
+                )
             else:
                 prediction = annotate(self.predictor.predict(profile, plan, load), power)  # its energy beside its time
                 if prediction.excluded:
-                    self._step("think", f"{plan.label}: excluded — {prediction.excluded_reason}", data={"plan": plan.to_dict(), "excluded": prediction.excluded_reason})
+                    self._step(
+                        "think",
+                        f"{plan.label}: excluded — {prediction.excluded_reason}",
+                        data={"plan": plan.to_dict(), "excluded": prediction.excluded_reason},
+                    )
                 elif prediction.predicted_s is None:
-                    self._step("think", f"{plan.label}: no time estimate yet ({prediction.detail.get('note', 'uncalibrated')})", data={"plan": plan.to_dict()})
+                    self._step(
+                        "think",
+                        f"{plan.label}: no time estimate yet ({prediction.detail.get('note', 'uncalibrated')})",
+                        data={"plan": plan.to_dict()},
+                    )
                 else:
                     self._step(
                         "think",
                         f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)}; {prediction.detail.get('energy_source')})",
-                        data={"plan": plan.to_dict(), "predicted_s": prediction.predicted_s, "source": prediction.source,
-                              "energy_j": prediction.detail.get("energy_j"), "energy_source": prediction.detail.get("energy_source"),
-                              "predicted_low_s": (prediction.detail.get("interval") or {}).get("low_s"),
-                              "predicted_high_s": (prediction.detail.get("interval") or {}).get("high_s")},
+                        data={
+                            "plan": plan.to_dict(),
+                            "predicted_s": prediction.predicted_s,
+                            "source": prediction.source,
+                            "energy_j": prediction.detail.get("energy_j"),
+                            "energy_source": prediction.detail.get("energy_source"),
+                            "predicted_low_s": (prediction.detail.get("interval") or {}).get("low_s"),
+                            "predicted_high_s": (prediction.detail.get("interval") or {}).get("high_s"),
+                        },
                     )
             predictions.append(prediction)
         decision_state = dict(state)
         decision_state.setdefault("cpu_utilization", load.cpu_percent / 100.0)
         decision_state.setdefault("available_backends", self.hardware.available_backends())
         decision_state.setdefault("ane_available", self.hardware.backends.get("ane", Availability(False)).available)
-        decision = choose(predictions, self.objective, self.predictor.decide(profile, predictions, load, decision_state))
+        decision = choose(
+            predictions, self.objective, self.predictor.decide(profile, predictions, load, decision_state)
+        )
         for line in decision.reasoning:
             self._step("think", line, decision.confidence)
         chosen = next((p for p in predictions if p.plan == decision.plan and p.predicted_s is not None), None)
-        predicted = f", predicted {figures_text(chosen) if chosen else fmt_s(decision.predicted_s)}" if decision.predicted_s is not None else ""
+        predicted = (
+            f", predicted {figures_text(chosen) if chosen else fmt_s(decision.predicted_s)}"
+            if decision.predicted_s is not None
+            else ""
+        )
         self._step(
             "think",
             f"decision: {decision.plan.label}{predicted}, confidence {decision.confidence:.2f} ({decision.policy}, objective {self.objective})",
             decision.confidence,
-            {"plan": decision.plan.to_dict(), "policy": decision.policy, "margin": decision.margin, "objective": self.objective},
+            {
+                "plan": decision.plan.to_dict(),
+                "policy": decision.policy,
+                "margin": decision.margin,
+                "objective": self.objective,
+            },
         )
         self.last_plan, self.last_decision = decision.plan, decision
-        return PlanningResult(tuple(predictions), decision, tuple(self.trace[steps_before:]), time.perf_counter() - start)
+        return PlanningResult(
+            tuple(predictions), decision, tuple(self.trace[steps_before:]), time.perf_counter() - start
+        )
 
     def power(self) -> Any:
         """Predicted power per plan (energy/plan_power.py), from the predictor's runs or figures;
@@ -286,7 +348,7 @@ def _ui_part(state: dict[str, Any]) -> str:
     return f" (this app's own UI {ui:.2f} cores of it)" if ui >= 0.01 else ""
 
 
-def _as_profile(profile: "dict[str, Any] | WorkloadProfile") -> "WorkloadProfile":
+def _as_profile(profile: dict[str, Any] | WorkloadProfile) -> WorkloadProfile:
     from trainpilot.job.workload import WorkloadProfile
 
     if isinstance(profile, WorkloadProfile):
@@ -297,7 +359,7 @@ def _as_profile(profile: "dict[str, Any] | WorkloadProfile") -> "WorkloadProfile
     return WorkloadProfile(**data)
 
 
-def default_predictor(hardware: "HardwareInfo") -> Predictor:
+def default_predictor(hardware: HardwareInfo) -> Predictor:
     """The calibrated cost model when it can open, else the first estimate. (An uncalibrated cost
     model predicts with the first estimate and decides with the rule cascade itself, and records
     every run, so the history is there once the machine is calibrated.)"""

@@ -5,11 +5,13 @@ For this machine the agent itself plans (its candidate plans, its exclusions, it
 answer is the one `headless run` would act on. For a described machine (`--hardware FILE`) the
 cost model derives a calibration from the file's figures and plans for that machine's plans.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trainpilot.plans import Decision, PlanPrediction
 from trainpilot.predict.model import DESCRIBED_MARK, CostModel
@@ -17,8 +19,15 @@ from trainpilot.predict.model import DESCRIBED_MARK, CostModel
 Progress = Callable[[float, str], None]
 
 
-def profile_job(model: str | dict[str, Any], dataset: Any, *, epochs: int = 3, batch_size: int = 64,
-                val_fraction: float = 0.1, seed: int = 0) -> tuple[Any, Any]:
+def profile_job(
+    model: str | dict[str, Any],
+    dataset: Any,
+    *,
+    epochs: int = 3,
+    batch_size: int = 64,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+) -> tuple[Any, Any]:
     """(profile, dataset) as a run prepares them (job/prepare.py)."""
     from trainpilot.job.prepare import prepare_job
 
@@ -29,7 +38,11 @@ def profile_job(model: str | dict[str, Any], dataset: Any, *, epochs: int = 3, b
 def _bounds(p: PlanPrediction) -> dict[str, Any]:
     """The prediction's 80 % interval (interval.py) as the --json keys every predicted time has."""
     bounds = p.detail.get("interval") or {}
-    return {"predicted_low_s": bounds.get("low_s"), "predicted_high_s": bounds.get("high_s"), "interval_kind": bounds.get("kind")}
+    return {
+        "predicted_low_s": bounds.get("low_s"),
+        "predicted_high_s": bounds.get("high_s"),
+        "interval_kind": bounds.get("kind"),
+    }
 
 
 def _plan_row(p: PlanPrediction, chosen: Decision) -> dict[str, Any]:
@@ -84,9 +97,20 @@ def plan_job(
         predictions = [annotate(cost.predict(profile, plan, load), power) for plan in cost.plans()]
         decision = choose(predictions, objective, cost.decide(profile, predictions, load, {}))
         thinking = time.perf_counter() - start
-        observation: dict[str, Any] = {"described_machine": target.to_dict(), "assumed_load": "idle", "note": DESCRIBED_MARK}
-        trace = [f"{p.plan.label}: " + (f"predicted {figures_text(p)} ({p.detail.get('energy_source')})" if p.predicted_s is not None
-                                          else f"excluded — {p.excluded_reason}") for p in predictions] + list(decision.reasoning)
+        observation: dict[str, Any] = {
+            "described_machine": target.to_dict(),
+            "assumed_load": "idle",
+            "note": DESCRIBED_MARK,
+        }
+        trace = [
+            f"{p.plan.label}: "
+            + (
+                f"predicted {figures_text(p)} ({p.detail.get('energy_source')})"
+                if p.predicted_s is not None
+                else f"excluded — {p.excluded_reason}"
+            )
+            for p in predictions
+        ] + list(decision.reasoning)
     else:
         from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
         from trainpilot.backends import probe
@@ -109,7 +133,9 @@ def plan_job(
             **decision.plan.to_dict(),
             "label": decision.plan.label,
             "predicted_s": decision.predicted_s,
-            **(_bounds(chosen_prediction) if chosen_prediction else {"predicted_low_s": None, "predicted_high_s": None}),
+            **(
+                _bounds(chosen_prediction) if chosen_prediction else {"predicted_low_s": None, "predicted_high_s": None}
+            ),
             "confidence": decision.confidence,
             "margin": decision.margin,
             "policy": decision.policy,

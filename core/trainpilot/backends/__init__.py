@@ -5,21 +5,22 @@ session uses, which knows both, is `parallel.plan_backends`.
 
 `ane` (Core ML) lives in its own module and imports coremltools only when it is used.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Callable
+from collections.abc import Callable
+from functools import cache, lru_cache
 
 from trainpilot.backends.base import Backend, move_optimizer_state
-from trainpilot.machine.probe import HardwareInfo, describe_machine
 from trainpilot.backends.cpu import CpuBackend
 from trainpilot.backends.cuda import CudaBackend
 from trainpilot.backends.mps import MpsBackend
+from trainpilot.machine.probe import HardwareInfo, describe_machine
 
 BACKEND_NAMES = ("cpu", "ane", "mps", "cuda")
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_backend(name: str) -> Backend:
     if name == "cpu":
         return CpuBackend()
@@ -46,4 +47,12 @@ def probe(include_backends: bool = True) -> HardwareInfo:
     return describe_machine(all_backends() if include_backends else ())
 
 
-__all__ = ["Backend", "BackendResolver", "BACKEND_NAMES", "all_backends", "get_backend", "move_optimizer_state", "probe"]
+__all__ = [
+    "Backend",
+    "BackendResolver",
+    "BACKEND_NAMES",
+    "all_backends",
+    "get_backend",
+    "move_optimizer_state",
+    "probe",
+]

@@ -5,6 +5,7 @@ A backend answers three questions — does it exist here (`availability`), can i
 generic training loop in `run/trainer.py` cannot: set threads, place tensors, synchronise for timing.
 Anything that needs hardware we may not have stays inside the backend's own module.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -27,11 +28,11 @@ class Backend(ABC):
     def availability(self) -> Availability:
         """Whether this machine has the hardware and runtime, with the reason when not."""
 
-    def supports(self, profile: "WorkloadProfile") -> Availability:
+    def supports(self, profile: WorkloadProfile) -> Availability:
         """Whether this workload can train here; most backends run any PyTorch model."""
         return Availability(True)
 
-    def supports_plan(self, profile: "WorkloadProfile", plan: Plan) -> Availability:
+    def supports_plan(self, profile: WorkloadProfile, plan: Plan) -> Availability:
         """Whether this one plan can run the workload (backends with several modes refine this)."""
         return self.supports(profile)
 
@@ -40,7 +41,7 @@ class Backend(ABC):
         """The concrete plans this backend offers on this machine (only called when available)."""
 
     @abstractmethod
-    def device(self, plan: Plan) -> "torch.device":
+    def device(self, plan: Plan) -> torch.device:
         """The torch device that holds the trainable parameters under this plan."""
 
     def activate(self, plan: Plan) -> None:
@@ -49,12 +50,12 @@ class Backend(ABC):
     def synchronize(self, plan: Plan) -> None:
         """Block until queued device work is done, so wall-clock timings are honest."""
 
-    def adapt_job(self, model: "torch.nn.Module", inputs: Any, plan: Plan) -> tuple["torch.nn.Module", Any]:
+    def adapt_job(self, model: torch.nn.Module, inputs: Any, plan: Plan) -> tuple[torch.nn.Module, Any]:
         """Rewrite the job for this backend before training (e.g. the ANE's frozen backbone:
         features computed once on the Neural Engine, only the head trains). Identity by default."""
         return model, inputs
 
-    def step_runner(self, model: "torch.nn.Module", plan: Plan) -> Any:
+    def step_runner(self, model: torch.nn.Module, plan: Plan) -> Any:
         """A runner whose `forward_backward(...)` does the plan's forward and backward itself (the split: several
         workers per batch), or None: the trainer runs the step on `device(plan)` (most backends)."""
         return None
@@ -64,7 +65,7 @@ class Backend(ABC):
         step by step: no step events, and requests from other threads apply at epoch boundaries."""
         return False
 
-    def train_epoch(self, model: "torch.nn.Module", train_set: Any, *, batch_size: int, lr: float) -> float:
+    def train_epoch(self, model: torch.nn.Module, train_set: Any, *, batch_size: int, lr: float) -> float:
         """Train one epoch of `train_set` into `model` (only where `trains_whole_epochs`); the epoch's loss."""
         raise NotImplementedError(f"{self.name} trains step by step")
 
@@ -83,7 +84,7 @@ class Backend(ABC):
         }
 
 
-def move_optimizer_state(optimizer: "torch.optim.Optimizer", device: "torch.device") -> None:
+def move_optimizer_state(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
     """Optimizer state (momentum, Adam moments) lives beside the parameters; it must follow them."""
     import torch
 

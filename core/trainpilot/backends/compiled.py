@@ -11,6 +11,7 @@ the eager time, and compiling 13-25 s (benchmarks/compile_pays.py).
 `dynamic=False`: the last, smaller batch of an epoch gets its own static graph (one recompile,
 which the cost model counts) instead of turning every step into dynamic-shape code.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,14 +37,16 @@ def compile_availability() -> Availability:
     wanted = os.environ.get("CXX")
     found = shutil.which(wanted) if wanted else next((c for c in map(shutil.which, _COMPILERS) if c), None)
     if not found:
-        return Availability(False, f"no C++ compiler ({wanted or ' / '.join(_COMPILERS)} not on PATH); torch.compile builds C++ code")
+        return Availability(
+            False, f"no C++ compiler ({wanted or ' / '.join(_COMPILERS)} not on PATH); torch.compile builds C++ code"
+        )
     include = sysconfig.get_paths().get("include") or ""
     if not (Path(include) / "Python.h").is_file():
         return Availability(False, f"no Python headers ({include}/Python.h); torch.compile builds a Python extension")
     return Availability(True)
 
 
-def compile_model(model: "torch.nn.Module") -> "torch.nn.Module":
+def compile_model(model: torch.nn.Module) -> torch.nn.Module:
     """The compiled module that trains (it shares its parameters with `model`, so the optimizer,
     checkpoints and a switch back to eager see the same tensors). Earlier compiled graphs are
     dropped first: inductor bakes the thread count into its code, so a compiled plan with other

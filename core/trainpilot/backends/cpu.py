@@ -5,13 +5,14 @@ about twice as fast as 2 (the second thread waits on a core it cannot get at eve
 region); idle, 2 threads win by ~15%. So each thread count is its own plan, eager and compiled
 (torch.compile, see compiled.py).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trainpilot.plans import Availability, Plan
 from trainpilot.backends.base import Backend
 from trainpilot.backends.compiled import COMPILED, compile_availability, compile_model
+from trainpilot.plans import Availability, Plan
 
 if TYPE_CHECKING:
     import torch
@@ -56,7 +57,7 @@ class CpuBackend(Backend):
         if plan.threads:
             torch.set_num_threads(plan.threads)
 
-    def adapt_job(self, model: "torch.nn.Module", inputs: Any, plan: Plan) -> tuple["torch.nn.Module", Any]:
+    def adapt_job(self, model: torch.nn.Module, inputs: Any, plan: Plan) -> tuple[torch.nn.Module, Any]:
         if plan.is_compiled:
             return compile_model(model), inputs
         return model, inputs

@@ -1,8 +1,9 @@
 """The CUDA backend: PyTorch on an NVIDIA GPU. Model, optimizer state and batches move to the device."""
+
 from __future__ import annotations
 
-from trainpilot.plans import Availability, Plan
 from trainpilot.backends.base import Backend
+from trainpilot.plans import Availability, Plan
 
 
 class CudaBackend(Backend):

@@ -1,10 +1,11 @@
 """The MPS backend: PyTorch on the Apple GPU through Metal Performance Shaders."""
+
 from __future__ import annotations
 
 import platform
 
-from trainpilot.plans import Availability, Plan
 from trainpilot.backends.base import Backend
+from trainpilot.plans import Availability, Plan
 
 
 class MpsBackend(Backend):

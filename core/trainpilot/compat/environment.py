@@ -5,23 +5,36 @@
 returns {status, backend, execution_time, message, ...training metrics}. It runs a real session
 (the same one the CLI and TUI run) on the given arrays.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from trainpilot.job.data import validate
 from trainpilot.errors import TrainPilotError
+from trainpilot.job.data import validate
 
 
 class TrainingEnvironment:
-    def __init__(self, X_train: Any, y_train: Any, model_config: dict[str, Any] | str, *, epochs: int = 1, batch_size: int = 32, lr: float = 1e-3, seed: int = 0):
+    def __init__(
+        self,
+        X_train: Any,
+        y_train: Any,
+        model_config: dict[str, Any] | str,
+        *,
+        epochs: int = 1,
+        batch_size: int = 32,
+        lr: float = 1e-3,
+        seed: int = 0,
+    ):
         self.dataset = validate(np.asarray(X_train, dtype=np.float32), np.asarray(y_train), "arrays")
         self.model_config = model_config
         self.epochs, self.batch_size, self.lr, self.seed = epochs, batch_size, lr, seed
 
-    def execute_training(self, backend: str, workload_profile: dict[str, Any] | None = None, plan: Any = None) -> dict[str, Any]:
+    def execute_training(
+        self, backend: str, workload_profile: dict[str, Any] | None = None, plan: Any = None
+    ) -> dict[str, Any]:
         from trainpilot.run.session import SessionConfig, TrainingSession
 
         config = SessionConfig(
@@ -45,5 +58,7 @@ class TrainingEnvironment:
         result = dict(session.finished.result)
         result["requested_backend"] = backend
         if result.get("fallback_reason"):
-            result["message"] = f"{backend} unavailable, trained on the CPU instead ({result['fallback_reason']}): {result['message']}"
+            result["message"] = (
+                f"{backend} unavailable, trained on the CPU instead ({result['fallback_reason']}): {result['message']}"
+            )
         return result

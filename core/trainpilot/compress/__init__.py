@@ -10,6 +10,7 @@ real (torch-pruning), `cycles` times the result (measured here, predicted for a 
 The heavy libraries (torch-pruning, gymnasium, stable-baselines3) are imported by the modules that
 use them, so `import trainpilot` stays light; they come with the `compress` extra.
 """
+
 from __future__ import annotations
 
 from trainpilot.compress.job import CompressConfig, CompressionReport, run_compression

@@ -12,6 +12,7 @@ earlier against the dense model, compared two measurements that each move by sev
 than equal speed allows. Then each baseline gets the same deployment fine-tune as the agent's model,
 and all three are measured once more, together with the dense model, in one interleaved run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,8 +53,15 @@ def pruned_by(kind: str, evaluator: Any, ratio: float) -> PrunedModel:
 
 def _relative_speed(evaluator: Any, reference: Any, model: Any, repeats: int) -> float:
     """reference's step time over model's, the two interleaved in one measurement."""
-    times = measure_steps({"reference": reference, "candidate": model}, evaluator.sample_shape, evaluator.num_classes,
-                          batch=evaluator.timing_batch, threads=evaluator.threads, repeats=repeats, seed=evaluator.seed)
+    times = measure_steps(
+        {"reference": reference, "candidate": model},
+        evaluator.sample_shape,
+        evaluator.num_classes,
+        batch=evaluator.timing_batch,
+        threads=evaluator.threads,
+        repeats=repeats,
+        seed=evaluator.seed,
+    )
     return times.speedup("candidate", base="reference")
 
 
@@ -87,10 +95,27 @@ def compare(report: Any, *, repeats: int, final_repeats: int) -> tuple[list[Row]
     for kind in ("uniform", "l1-global"):
         model, m = match_speedup(kind, ev, report.tuned.pruned.model, repeats=repeats)
         matched.append(m)
-        tuned[kind] = fine_tune(model, ev.train, report.test_data, steps=report.budget.deploy_steps, batch=cfg.batch_size, seed=cfg.seed,
-                                threads=ev.threads, teacher=ev.dense)
-    times = measure_steps({"dense": ev.dense, **{k: t.pruned.model for k, t in tuned.items()}}, ev.sample_shape, ev.num_classes,
-                          batch=ev.timing_batch, threads=ev.threads, repeats=final_repeats, seed=cfg.seed)
-    rows = [Row(k, times.speedup(k), t.accuracy, (report.dense_accuracy - t.accuracy) * 100.0, dict(t.pruned.kept)) for k, t in tuned.items()]
+        tuned[kind] = fine_tune(
+            model,
+            ev.train,
+            report.test_data,
+            steps=report.budget.deploy_steps,
+            batch=cfg.batch_size,
+            seed=cfg.seed,
+            threads=ev.threads,
+            teacher=ev.dense,
+        )
+    times = measure_steps(
+        {"dense": ev.dense, **{k: t.pruned.model for k, t in tuned.items()}},
+        ev.sample_shape,
+        ev.num_classes,
+        batch=ev.timing_batch,
+        threads=ev.threads,
+        repeats=final_repeats,
+        seed=cfg.seed,
+    )
+    rows = [
+        Row(k, times.speedup(k), t.accuracy, (report.dense_accuracy - t.accuracy) * 100.0, dict(t.pruned.kept))
+        for k, t in tuned.items()
+    ]
     return rows, times, matched
-

@@ -21,6 +21,7 @@ The floor was measured at batch 64 only. At another batch it keeps the samples s
 count (at batch 512, 300 steps): a step floor would multiply a large batch's cost by its size, and
 whether a larger batch needs more or fewer samples to converge here was not measured.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,7 +31,8 @@ from typing import Any
 from trainpilot.compress.finetune import samples_per_step, steps_for_epochs
 
 DEFAULT_DENSE_EPOCHS = 48.0
-DENSE_MIN_SAMPLES = 2400 * 64  # 2400 steps at batch 64: about the demo set's 48 epochs, after which 96 gain 0.14 point (above)
+# 2400 steps at batch 64: about the demo set's 48 epochs, after which 96 gain 0.14 point (above)
+DENSE_MIN_SAMPLES = 2400 * 64
 DEPLOY_SHARE = 0.5  # of the dense model's steps, by default
 
 
@@ -46,12 +48,20 @@ class Budget:
         return steps * samples_per_step(self.samples, self.batch) / max(self.samples, 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dense_steps": self.dense_steps, "dense_epochs": round(self.epochs(self.dense_steps), 2),
-                "deploy_steps": self.deploy_steps, "deploy_epochs": round(self.epochs(self.deploy_steps), 2),
-                "batch": self.batch, "training_samples": self.samples, "why": self.why}
+        return {
+            "dense_steps": self.dense_steps,
+            "dense_epochs": round(self.epochs(self.dense_steps), 2),
+            "deploy_steps": self.deploy_steps,
+            "deploy_epochs": round(self.epochs(self.deploy_steps), 2),
+            "batch": self.batch,
+            "training_samples": self.samples,
+            "why": self.why,
+        }
 
 
-def budget_for(samples: int, batch: int, *, dense_epochs: float | None = None, deploy_epochs: float | None = None) -> Budget:
+def budget_for(
+    samples: int, batch: int, *, dense_epochs: float | None = None, deploy_epochs: float | None = None
+) -> Budget:
     """The steps of both trainings for `samples` training samples at `batch`. None: the default rule."""
     if dense_epochs is not None:
         dense, why = steps_for_epochs(dense_epochs, samples, batch), f"{dense_epochs:g} epochs, as given"
@@ -59,7 +69,14 @@ def budget_for(samples: int, batch: int, *, dense_epochs: float | None = None, d
         by_epochs = steps_for_epochs(DEFAULT_DENSE_EPOCHS, samples, batch)
         least = math.ceil(DENSE_MIN_SAMPLES / samples_per_step(samples, batch))
         dense = max(by_epochs, least)
-        why = (f"{DEFAULT_DENSE_EPOCHS:g} epochs" if dense == by_epochs else
-               f"{DEFAULT_DENSE_EPOCHS:g} epochs are only {by_epochs} steps here; {least} is the least")
-    deploy = steps_for_epochs(deploy_epochs, samples, batch) if deploy_epochs is not None else max(1, round(dense * DEPLOY_SHARE))
+        why = (
+            f"{DEFAULT_DENSE_EPOCHS:g} epochs"
+            if dense == by_epochs
+            else f"{DEFAULT_DENSE_EPOCHS:g} epochs are only {by_epochs} steps here; {least} is the least"
+        )
+    deploy = (
+        steps_for_epochs(deploy_epochs, samples, batch)
+        if deploy_epochs is not None
+        else max(1, round(dense * DEPLOY_SHARE))
+    )
     return Budget(dense, deploy, samples, batch, why)

@@ -4,6 +4,7 @@ the same run, so a noisy machine slows all of them alike instead of biasing one.
 machine they are the cost model's predicted step time from the profile's published figures.
 Every figure says which it is.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,11 +33,25 @@ class StepTimes:
         return self.seconds[base] / self.seconds[key]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "seconds": dict(self.seconds), "batch": self.batch, "where": self.where, "repeats": self.repeats}
+        return {
+            "label": self.label,
+            "seconds": dict(self.seconds),
+            "batch": self.batch,
+            "where": self.where,
+            "repeats": self.repeats,
+        }
 
 
-def measure_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], num_classes: int, *,
-                  batch: int, threads: int, repeats: int, seed: int = 0) -> StepTimes:
+def measure_steps(
+    models: dict[str, nn.Module],
+    sample_shape: tuple[int, ...],
+    num_classes: int,
+    *,
+    batch: int,
+    threads: int,
+    repeats: int,
+    seed: int = 0,
+) -> StepTimes:
     """Median training-step time of each model, interleaved: each round times one step of every
     model, in an order that rotates so no model is always timed first in a round. The models are
     copied first (timing trains them). Timed under the allocator TrainPilot trains with
@@ -72,19 +87,22 @@ def measure_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], n
     return StepTimes(MEASURED, medians, batch, f"this machine, {threads} thread{'s' if threads != 1 else ''}", repeats)
 
 
-def predict_steps(models: dict[str, nn.Module], sample_shape: tuple[int, ...], num_classes: int, *,
-                  batch: int, machine: Any) -> StepTimes:
+def predict_steps(
+    models: dict[str, nn.Module], sample_shape: tuple[int, ...], num_classes: int, *, batch: int, machine: Any
+) -> StepTimes:
     """The cost model's step time for each model on a described machine (a TargetMachine), all on
     the plan it predicts fastest for the first model (the dense one): the same plan for all, so the
     ratio is the pruning's, not a change of device."""
+    from trainpilot.job.workload import profile_model
     from trainpilot.plans import Plan
     from trainpilot.predict.derive import calibration_for_target, target_plans
     from trainpilot.predict.features import features_of
     from trainpilot.predict.roofline import estimate
-    from trainpilot.job.workload import profile_model
 
     calibration = calibration_for_target(machine)
-    features = {k: features_of(profile_model(m, sample_shape, num_classes, batch, batch_size=batch)) for k, m in models.items()}
+    features = {
+        k: features_of(profile_model(m, sample_shape, num_classes, batch, batch_size=batch)) for k, m in models.items()
+    }
     first = next(iter(features.values()))
     # the ANE's frozen-backbone mode trains only a head: not a step of the whole model
     plans = [p for p in target_plans(machine) if p.backend != "ane"]

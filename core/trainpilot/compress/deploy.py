@@ -8,6 +8,7 @@ leaves no half-written export): `model.pt` (the pruned state_dict), `plan.json` 
 layer plan — channels kept and removed per layer — and the figures), and `model.mlpackage` when the
 target is an Apple machine and coremltools is installed. `load_exported` rebuilds the pruned model.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -22,10 +23,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainpilot.errors import ConfigError
 from trainpilot.compress.cycles import StepTimes, measure_steps, predict_steps
 from trainpilot.compress.finetune import RESTART_LR, Tensors, accuracy, train_steps
 from trainpilot.compress.prune import PrunedModel, rebuild
+from trainpilot.errors import ConfigError
 
 PLAN_FORMAT = 1
 
@@ -48,35 +49,75 @@ class Verdict:
     exported: dict[str, str] = field(default_factory=dict)
 
 
-def deployment_fine_tune(pruned: PrunedModel, train: Tensors, *, steps: int, batch: int, seed: int, threads: int,
-                         teacher: nn.Module | None = None) -> PrunedModel:
+def deployment_fine_tune(
+    pruned: PrunedModel,
+    train: Tensors,
+    *,
+    steps: int,
+    batch: int,
+    seed: int,
+    threads: int,
+    teacher: nn.Module | None = None,
+) -> PrunedModel:
     """The deployment fine-tune, `steps` steps (budget.py) of a warm restart at RESTART_LR distilling
     from `teacher` (the dense model): the same budget and recipe for the agent's finalists and the
     baselines. In place."""
-    train_steps(pruned.model, train, steps=steps, batch=batch, lr=RESTART_LR, seed=seed, threads=threads, teacher=teacher)
+    train_steps(
+        pruned.model, train, steps=steps, batch=batch, lr=RESTART_LR, seed=seed, threads=threads, teacher=teacher
+    )
     return pruned
 
 
-def fine_tune(pruned: PrunedModel, train: Tensors, test: Tensors, *, steps: int, batch: int, seed: int, threads: int,
-              teacher: nn.Module | None = None) -> Tuned:
+def fine_tune(
+    pruned: PrunedModel,
+    train: Tensors,
+    test: Tensors,
+    *,
+    steps: int,
+    batch: int,
+    seed: int,
+    threads: int,
+    teacher: nn.Module | None = None,
+) -> Tuned:
     """The deployment fine-tune, then the test accuracy."""
     deployment_fine_tune(pruned, train, steps=steps, batch=batch, seed=seed, threads=threads, teacher=teacher)
     return Tuned(pruned, accuracy(pruned.model, test, threads=threads))
 
 
-def remeasure(dense: nn.Module, models: dict[str, nn.Module], sample_shape: tuple[int, ...], num_classes: int, *,
-              batch: int, threads: int, repeats: int, seed: int = 0) -> StepTimes:
+def remeasure(
+    dense: nn.Module,
+    models: dict[str, nn.Module],
+    sample_shape: tuple[int, ...],
+    num_classes: int,
+    *,
+    batch: int,
+    threads: int,
+    repeats: int,
+    seed: int = 0,
+) -> StepTimes:
     """Dense and every model in `models`, interleaved in one run (key "dense" is the reference)."""
-    return measure_steps({"dense": dense, **models}, sample_shape, num_classes, batch=batch, threads=threads, repeats=repeats, seed=seed)
+    return measure_steps(
+        {"dense": dense, **models}, sample_shape, num_classes, batch=batch, threads=threads, repeats=repeats, seed=seed
+    )
 
 
-def predicted_on(machines: dict[str, Any], dense: nn.Module, pruned: nn.Module, sample_shape: tuple[int, ...],
-                 num_classes: int, batch: int) -> dict[str, StepTimes]:
-    return {name: predict_steps({"dense": dense, "pruned": pruned}, sample_shape, num_classes, batch=batch, machine=m)
-            for name, m in machines.items()}
+def predicted_on(
+    machines: dict[str, Any],
+    dense: nn.Module,
+    pruned: nn.Module,
+    sample_shape: tuple[int, ...],
+    num_classes: int,
+    batch: int,
+) -> dict[str, StepTimes]:
+    return {
+        name: predict_steps({"dense": dense, "pruned": pruned}, sample_shape, num_classes, batch=batch, machine=m)
+        for name, m in machines.items()
+    }
 
 
-def judge(dense_accuracy: float, tuned: Tuned, speedup: float, speedup_label: str, *, max_drop: float, target_speedup: float) -> Verdict:
+def judge(
+    dense_accuracy: float, tuned: Tuned, speedup: float, speedup_label: str, *, max_drop: float, target_speedup: float
+) -> Verdict:
     drop = (dense_accuracy - tuned.accuracy) * 100.0
     problems = []
     if drop > max_drop + 1e-9:
@@ -85,15 +126,23 @@ def judge(dense_accuracy: float, tuned: Tuned, speedup: float, speedup_label: st
         problems.append(f"{speedup_label} speed-up {speedup:.2f}x is below the target {target_speedup:g}x")
     if problems:
         return Verdict(False, "not deployed: " + "; ".join(problems), drop, speedup, speedup_label)
-    return Verdict(True, f"deployed: {speedup_label} speed-up {speedup:.2f}x >= {target_speedup:g}x at {drop:.2f} points"
-                         f" accuracy drop (<= {max_drop:g})", drop, speedup, speedup_label)
+    return Verdict(
+        True,
+        f"deployed: {speedup_label} speed-up {speedup:.2f}x >= {target_speedup:g}x at {drop:.2f} points"
+        f" accuracy drop (<= {max_drop:g})",
+        drop,
+        speedup,
+        speedup_label,
+    )
 
 
 def coremltools_installed() -> bool:
     return importlib.util.find_spec("coremltools") is not None
 
 
-def export(out_dir: str | Path, tuned: Tuned, document: dict[str, Any], sample_shape: tuple[int, ...], *, mlpackage: bool) -> dict[str, str]:
+def export(
+    out_dir: str | Path, tuned: Tuned, document: dict[str, Any], sample_shape: tuple[int, ...], *, mlpackage: bool
+) -> dict[str, str]:
     """Write the export directory atomically; returns the paths written. Refuses an existing path."""
     out = Path(out_dir).expanduser()
     if out.exists():
@@ -116,7 +165,9 @@ def export(out_dir: str | Path, tuned: Tuned, document: dict[str, Any], sample_s
     return {key: str(out / name) for key, name in written.items()}
 
 
-def plan_document(model_config: Any, sample_shape: tuple[int, ...], num_classes: int, tuned: Tuned, figures: dict[str, Any]) -> dict[str, Any]:
+def plan_document(
+    model_config: Any, sample_shape: tuple[int, ...], num_classes: int, tuned: Tuned, figures: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "format": PLAN_FORMAT,
         "model": model_config,

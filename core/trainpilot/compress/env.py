@@ -8,9 +8,11 @@ held-out accuracy, cycles) and the episode ends with that reward; earlier steps 
 Actions are in [-1, 1] (what stable-baselines3's continuous agents expect) and map linearly to a
 sparsity in [0, max_sparsity].
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -24,9 +26,14 @@ DEFAULT_MAX_SPARSITY = 0.8
 class CompressionEnv(gym.Env):
     metadata = {"render_modes": []}
 
-    def __init__(self, layers: ModelLayers, evaluate: Callable[[dict[str, float]], Evaluation], *,
-                 max_sparsity: float = DEFAULT_MAX_SPARSITY,
-                 on_episode: Callable[[int, Evaluation], None] | None = None):
+    def __init__(
+        self,
+        layers: ModelLayers,
+        evaluate: Callable[[dict[str, float]], Evaluation],
+        *,
+        max_sparsity: float = DEFAULT_MAX_SPARSITY,
+        on_episode: Callable[[int, Evaluation], None] | None = None,
+    ):
         super().__init__()
         if not layers.prunable:
             raise ValueError("a model with no prunable layer has nothing to search")
@@ -60,7 +67,9 @@ class CompressionEnv(gym.Env):
         previous = self._actions[position - 1] / self.max_sparsity if position > 0 and self._actions else 0.0
         return np.asarray(embed(self.layers, position, previous), dtype=np.float32)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._position, self._actions = 0, []
         return self._obs(), {"layer": self.layers.prunable[0].name}
@@ -72,7 +81,7 @@ class CompressionEnv(gym.Env):
         self._position += 1
         if self._position < self.n_layers:
             return self._obs(), 0.0, False, False, {"layer": self.layers.prunable[self._position].name}
-        sparsity = {layer.name: s for layer, s in zip(self.layers.prunable, self._actions)}
+        sparsity = {layer.name: s for layer, s in zip(self.layers.prunable, self._actions, strict=False)}
         evaluation = self.evaluate(sparsity)
         self.history.append(evaluation)
         if self.on_episode is not None:

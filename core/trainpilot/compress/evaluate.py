@@ -1,5 +1,6 @@
 """One sparsity configuration, tried for real: prune a copy of the trained dense model, fine-tune
 it briefly, measure held-out accuracy and the target's cycles, and score it (`reward`)."""
+
 from __future__ import annotations
 
 import time
@@ -31,10 +32,17 @@ class Evaluation:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "sparsity": {k: round(v, 4) for k, v in self.sparsity.items()}, "kept_channels": dict(self.kept),
-            "accuracy": self.accuracy, "speedup": self.speedup, "speedup_label": self.cycles,
-            "step_s": self.step_s, "dense_step_s": self.dense_step_s, "params": self.params,
-            "reward": self.reward.value, "accuracy_met": self.reward.accuracy_met, "speed_met": self.reward.speed_met,
+            "sparsity": {k: round(v, 4) for k, v in self.sparsity.items()},
+            "kept_channels": dict(self.kept),
+            "accuracy": self.accuracy,
+            "speedup": self.speedup,
+            "speedup_label": self.cycles,
+            "step_s": self.step_s,
+            "dense_step_s": self.dense_step_s,
+            "params": self.params,
+            "reward": self.reward.value,
+            "accuracy_met": self.reward.accuracy_met,
+            "speed_met": self.reward.speed_met,
             "seconds": self.seconds,
         }
 
@@ -67,23 +75,48 @@ class Evaluator:
     def cycles(self, model: nn.Module, repeats: int | None = None) -> StepTimes:
         """Dense and `model` on the target: measured here (interleaved), or predicted."""
         if self.target.is_described:
-            return predict_steps({"dense": self.dense, "pruned": model}, self.sample_shape, self.num_classes,
-                                 batch=self.timing_batch, machine=self.target.described)
-        return measure_steps({"dense": self.dense, "pruned": model}, self.sample_shape, self.num_classes,
-                             batch=self.timing_batch, threads=self.threads, repeats=repeats or self.timing_repeats, seed=self.seed)
+            return predict_steps(
+                {"dense": self.dense, "pruned": model},
+                self.sample_shape,
+                self.num_classes,
+                batch=self.timing_batch,
+                machine=self.target.described,
+            )
+        return measure_steps(
+            {"dense": self.dense, "pruned": model},
+            self.sample_shape,
+            self.num_classes,
+            batch=self.timing_batch,
+            threads=self.threads,
+            repeats=repeats or self.timing_repeats,
+            seed=self.seed,
+        )
 
     def __call__(self, sparsity: dict[str, float]) -> Evaluation:
         start = time.perf_counter()
         pruned = self.prune(sparsity)
-        train_steps(pruned.model, self.train, steps=self.finetune_steps, batch=self.batch, lr=RESTART_LR,
-                    seed=self.seed, threads=self.threads, teacher=self.dense)
+        train_steps(
+            pruned.model,
+            self.train,
+            steps=self.finetune_steps,
+            batch=self.batch,
+            lr=RESTART_LR,
+            seed=self.seed,
+            threads=self.threads,
+            teacher=self.dense,
+        )
         acc = accuracy(pruned.model, self.val, threads=self.threads)
         times = self.cycles(pruned.model)
         speedup = times.speedup("pruned")
         return Evaluation(
-            sparsity=pruned.sparsity, kept=pruned.kept, accuracy=acc, speedup=speedup,
-            step_s=times.seconds["pruned"], dense_step_s=times.seconds["dense"],
-            cycles=times.label, params=pruned.params,
+            sparsity=pruned.sparsity,
+            kept=pruned.kept,
+            accuracy=acc,
+            speedup=speedup,
+            step_s=times.seconds["pruned"],
+            dense_step_s=times.seconds["dense"],
+            cycles=times.label,
+            params=pruned.params,
             reward=compression_reward(acc, self.threshold, speedup, self.target_speedup),
             seconds=time.perf_counter() - start,
         )

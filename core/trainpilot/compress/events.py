@@ -1,5 +1,6 @@
 """What a compression job reports while it runs: frozen dataclasses, consumed by the CLI (lines on
 stderr) and the TUI (a thread worker posts each as a Textual message)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

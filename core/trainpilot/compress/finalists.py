@@ -34,11 +34,13 @@ search accuracies of 12 candidates spanned 86-93 % while their deployed accuraci
 The test split never enters a choice here: it is read once, for the chosen model, by the caller.
 The chosen model's fine-tune is the deployment fine-tune, so it is deployed as it is.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from trainpilot.compress.cycles import StepTimes, measure_steps
 from trainpilot.compress.evaluate import Evaluation
@@ -70,9 +72,15 @@ class Finalist:
         return self.kept != dict(self.evaluation.kept)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kept_channels": self.kept, "search_kept_channels": dict(self.evaluation.kept),
-                "search_accuracy": self.evaluation.accuracy, "search_speedup": self.evaluation.speedup, "speedup": self.speedup,
-                "val_accuracy": self.val_accuracy, "val_loss": self.val_loss}
+        return {
+            "kept_channels": self.kept,
+            "search_kept_channels": dict(self.evaluation.kept),
+            "search_accuracy": self.evaluation.accuracy,
+            "search_speedup": self.evaluation.speedup,
+            "speedup": self.speedup,
+            "val_accuracy": self.val_accuracy,
+            "val_loss": self.val_loss,
+        }
 
 
 def shortlist(evaluations: Sequence[Evaluation], target_speedup: float, size: int) -> list[Evaluation]:
@@ -85,9 +93,18 @@ def shortlist(evaluations: Sequence[Evaluation], target_speedup: float, size: in
     return list(out.values())[:size]
 
 
-def choose(evaluations: Sequence[Evaluation], *, count: int, target_speedup: float, evaluator: Any,
-           tune: Callable[[PrunedModel], PrunedModel], repeats: int, budget_s: float = 0.0, free_channels: bool = True,
-           on_finalist: Callable[[Finalist], None] | None = None) -> tuple[Finalist | None, list[Finalist]]:
+def choose(
+    evaluations: Sequence[Evaluation],
+    *,
+    count: int,
+    target_speedup: float,
+    evaluator: Any,
+    tune: Callable[[PrunedModel], PrunedModel],
+    repeats: int,
+    budget_s: float = 0.0,
+    free_channels: bool = True,
+    on_finalist: Callable[[Finalist], None] | None = None,
+) -> tuple[Finalist | None, list[Finalist]]:
     """(the chosen finalist, every finalist considered). `tune` fine-tunes a pruned model in place
     and returns it (the deployment fine-tune); past `count` finalists, more are fine-tuned while
     growing and fine-tuning them took less than `budget_s` seconds so far; with `free_channels`
@@ -104,7 +121,7 @@ def choose(evaluations: Sequence[Evaluation], *, count: int, target_speedup: flo
     else:
         times = measure_finalists(evaluator, pruned, repeats)
         speedups = [times.speedup(str(i)) for i in range(len(candidates))]
-    finalists = [Finalist(e, s) for e, s in zip(candidates, speedups)]
+    finalists = [Finalist(e, s) for e, s in zip(candidates, speedups, strict=False)]
     fast = [i for i, f in enumerate(finalists) if f.speedup >= target_speedup * SPEED_MARGIN]
     if not fast:  # none clears the margin once re-measured: the fastest is the one chance to meet the target
         fast = [max(range(len(finalists)), key=lambda i: finalists[i].speedup)]
@@ -115,14 +132,21 @@ def choose(evaluations: Sequence[Evaluation], *, count: int, target_speedup: flo
         if len(done) >= max(count, 1) and time.perf_counter() - started >= budget_s:
             break
         replaced = False
-        for start, speedup in _starts(evaluator, pruned[i], finalists[i].speedup, target_speedup, repeats, free_channels):
+        for start, speedup in _starts(
+            evaluator, pruned[i], finalists[i].speedup, target_speedup, repeats, free_channels
+        ):
             key = tuple(start.kept.values())
             if key in configurations:  # another finalist grew into this configuration: fine-tuned already
                 continue
             configurations.add(key)
             model = tune(start)
-            f = Finalist(finalists[i].evaluation, speedup, accuracy(model.model, evaluator.val, threads=evaluator.threads),
-                         val_loss(model.model, evaluator.val, threads=evaluator.threads), model)
+            f = Finalist(
+                finalists[i].evaluation,
+                speedup,
+                accuracy(model.model, evaluator.val, threads=evaluator.threads),
+                val_loss(model.model, evaluator.val, threads=evaluator.threads),
+                model,
+            )
             if not replaced:
                 finalists[i], replaced = f, True
                 done.append(i)
@@ -135,8 +159,9 @@ def choose(evaluations: Sequence[Evaluation], *, count: int, target_speedup: flo
     return max(tuned, key=lambda f: (-f.val_loss, f.val_accuracy)), finalists
 
 
-def _starts(evaluator: Any, start: PrunedModel, speedup: float, target_speedup: float, repeats: int,
-            free_channels: bool) -> list[tuple[PrunedModel, float]]:
+def _starts(
+    evaluator: Any, start: PrunedModel, speedup: float, target_speedup: float, repeats: int, free_channels: bool
+) -> list[tuple[PrunedModel, float]]:
     """What a finalist is fine-tuned as: itself, or grown (grow.py). Measured, also the growth of its
     configuration cut to the channel grid below, when that grows into more than the cut took."""
     if not free_channels:
@@ -154,6 +179,12 @@ def _starts(evaluator: Any, start: PrunedModel, speedup: float, target_speedup: 
 
 def measure_finalists(evaluator: Any, pruned: Sequence[PrunedModel], repeats: int) -> StepTimes:
     """The dense model and every shortlisted model in one interleaved run (keys "0", "1", ...)."""
-    return measure_steps({"dense": evaluator.dense, **{str(i): p.model for i, p in enumerate(pruned)}}, evaluator.sample_shape,
-                         evaluator.num_classes, batch=evaluator.timing_batch, threads=evaluator.threads, repeats=repeats,
-                         seed=evaluator.seed)
+    return measure_steps(
+        {"dense": evaluator.dense, **{str(i): p.model for i, p in enumerate(pruned)}},
+        evaluator.sample_shape,
+        evaluator.num_classes,
+        batch=evaluator.timing_batch,
+        threads=evaluator.threads,
+        repeats=repeats,
+        seed=evaluator.seed,
+    )

@@ -1,10 +1,11 @@
 """Short training runs on in-memory tensors: the dense model's training, the fine-tune after each
 pruning, and held-out accuracy. Deterministic for a seed on the CPU."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -42,8 +43,17 @@ def tensors(dataset: object) -> Tensors:
     return Tensors(torch.from_numpy(np.ascontiguousarray(X)), torch.from_numpy(y))
 
 
-def train_steps(model: nn.Module, data: Tensors, *, steps: int, batch: int, lr: float, seed: int, threads: int,
-                teacher: nn.Module | None = None) -> float:
+def train_steps(
+    model: nn.Module,
+    data: Tensors,
+    *,
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    threads: int,
+    teacher: nn.Module | None = None,
+) -> float:
     """`steps` Adam steps on shuffled mini-batches (epochs wrap around), the learning rate annealed
     from `lr` to 0 on a cosine: the model ends in a settled state, so the accuracy compared before
     and after pruning is not the luck of the last few steps. With a `teacher` (the dense model) the
@@ -63,7 +73,7 @@ def train_steps(model: nn.Module, data: Tensors, *, steps: int, batch: int, lr: 
         for _ in range(steps):
             if at + batch > len(data):
                 order, at = torch.randperm(len(data), generator=gen), 0
-            idx = order[at:at + batch]
+            idx = order[at : at + batch]
             at += batch
             opt.zero_grad(set_to_none=True)
             logits = model(data.X[idx])
@@ -71,8 +81,10 @@ def train_steps(model: nn.Module, data: Tensors, *, steps: int, batch: int, lr: 
             if teacher is not None:
                 with torch.no_grad():
                     soft = nn.functional.softmax(teacher(data.X[idx]) / DISTILL_TEMPERATURE, dim=1)
-                distill = nn.functional.kl_div(nn.functional.log_softmax(logits / DISTILL_TEMPERATURE, dim=1), soft, reduction="batchmean")
-                loss = (1 - DISTILL_WEIGHT) * loss + DISTILL_WEIGHT * DISTILL_TEMPERATURE ** 2 * distill
+                distill = nn.functional.kl_div(
+                    nn.functional.log_softmax(logits / DISTILL_TEMPERATURE, dim=1), soft, reduction="batchmean"
+                )
+                loss = (1 - DISTILL_WEIGHT) * loss + DISTILL_WEIGHT * DISTILL_TEMPERATURE**2 * distill
             loss.backward()
             opt.step()
             schedule.step()
@@ -111,7 +123,7 @@ def accuracy(model: nn.Module, data: Tensors, *, threads: int, batch: int = 512)
     right = 0
     with _evaluating(model, threads):
         for at in range(0, len(data), batch):
-            right += int((model(data.X[at:at + batch]).argmax(1) == data.y[at:at + batch]).sum())
+            right += int((model(data.X[at : at + batch]).argmax(1) == data.y[at : at + batch]).sum())
     return right / max(len(data), 1)
 
 

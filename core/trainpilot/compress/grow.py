@@ -27,13 +27,13 @@ A configuration off the grid can hold time it does not use: 9 channels cost the 
 (9/13 -> 8/8), whose growth can spend the freed time where it buys more channels (8/24); which of
 the two grown configurations deploys is decided on validation, like every other finalist.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 from trainpilot.compress.prune import PrunedModel
-
 
 # oneDNN's fp32 CPU kernels work on blocks of 8 channels (AVX2) or 16 (AVX-512); a multiple of 8 is
 # a block edge on both. GPUs' tensor cores also want multiples of 8.

@@ -14,20 +14,31 @@ compression view run.
 Progress goes to `on_event` (events.py) from the calling thread; `stop` (a threading.Event set by
 another thread) ends the search after the current episode.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from trainpilot.errors import DatasetError
 from trainpilot.compress import events as ev
 from trainpilot.compress.budget import Budget, budget_for
 from trainpilot.compress.cycles import StepTimes
-from trainpilot.compress.deploy import Tuned, Verdict, coremltools_installed, deployment_fine_tune, export, judge, plan_document, predicted_on, remeasure
+from trainpilot.compress.deploy import (
+    Tuned,
+    Verdict,
+    coremltools_installed,
+    deployment_fine_tune,
+    export,
+    judge,
+    plan_document,
+    predicted_on,
+    remeasure,
+)
 from trainpilot.compress.env import DEFAULT_MAX_SPARSITY, CompressionEnv
 from trainpilot.compress.evaluate import Evaluation, Evaluator
 from trainpilot.compress.finalists import Finalist, choose
@@ -35,6 +46,7 @@ from trainpilot.compress.finetune import LEARNING_RATE, accuracy, tensors, train
 from trainpilot.compress.layers import LayerInfo
 from trainpilot.compress.search import best, run_search
 from trainpilot.compress.target import CompressionTarget, resolve_compression_target
+from trainpilot.errors import DatasetError
 
 MIN_HELD_OUT = 20  # samples in each of the validation and test splits; fewer make accuracy a coin toss
 VAL_FRACTION = 0.15  # the search's reward reads this split
@@ -56,12 +68,16 @@ class CompressConfig:
     threads: int | None = None  # None: the agent's thread plan
     batch_size: int = 64
     timing_batch: int | None = None  # the batch whose step time counts (default batch_size)
-    dense_epochs: float | None = None  # None: budget.py's rule, 48 epochs but at least 2400 steps (a dense model short of convergence flatters the pruned one)
+    dense_epochs: float | None = (
+        None  # None: budget.py's rule, 48 epochs but at least 2400 steps (a dense model short of convergence flatters the pruned one)
+    )
     finetune_steps: int = 100  # per search episode (finetune.RESTART_LR: why 100)
     deploy_epochs: float | None = None  # None: half the dense model's steps, as a warm restart (finetune.RESTART_LR)
     search_repeats: int = 5  # measured steps per model per episode
     deploy_repeats: int = 21
-    finalists: int = 3  # at least this many configurations get the deployment fine-tune, compared on validation (finalists.py)
+    finalists: int = (
+        3  # at least this many configurations get the deployment fine-tune, compared on validation (finalists.py)
+    )
     free_channels: bool = True  # each finalist first takes back the channels its target does not charge for (grow.py)
     max_sparsity: float = DEFAULT_MAX_SPARSITY
     out: str | None = None  # export directory (default: the data directory's compressed/)
@@ -72,7 +88,9 @@ class CompressConfig:
         """What is impossible about this request (each a usage error)."""
         out = []
         if not self.target_speedup > 1.0:
-            out.append(f"--target-speedup must be above 1 (a compressed model that is not faster is no target), got {self.target_speedup:g}")
+            out.append(
+                f"--target-speedup must be above 1 (a compressed model that is not faster is no target), got {self.target_speedup:g}"
+            )
         if not self.max_accuracy_drop >= 0.0:
             out.append(f"--max-accuracy-drop must be 0 or more points, got {self.max_accuracy_drop:g}")
         if not self.search_seconds >= 0.0:
@@ -137,8 +155,14 @@ class CompressionReport:
             "threads": self.threads,
             "threads_reason": self.threads_reason,
             "timing_batch": m.batch if m else None,
-            "layers": [{**l.to_dict(), "sparsity": round(sparsity.get(l.name, 0.0), 4), "kept_channels": kept.get(l.name, l.out_channels)}
-                       for l in self.layers],
+            "layers": [
+                {
+                    **l.to_dict(),
+                    "sparsity": round(sparsity.get(l.name, 0.0), 4),
+                    "kept_channels": kept.get(l.name, l.out_channels),
+                }
+                for l in self.layers
+            ],
             "step_time_dense_s": m.seconds["dense"] if m else None,
             "step_time_pruned_s": m.seconds["pruned"] if m else None,
             "step_time_label": "measured",
@@ -152,18 +176,30 @@ class CompressionReport:
             "params_dense": self.params_dense,
             "params_pruned": self.tuned.pruned.params if self.tuned else None,
             "training": self.budget.to_dict(),
-            "predicted": {name: {"dense_step_s": t.seconds["dense"], "pruned_step_s": t.seconds["pruned"],
-                                 "speedup": t.speedup("pruned"), "label": t.label, "where": t.where}
-                          for name, t in self.predicted.items()},
+            "predicted": {
+                name: {
+                    "dense_step_s": t.seconds["dense"],
+                    "pruned_step_s": t.seconds["pruned"],
+                    "speedup": t.speedup("pruned"),
+                    "label": t.label,
+                    "where": t.where,
+                }
+                for name, t in self.predicted.items()
+            },
             "target_speedup": self.config.target_speedup,
             "max_accuracy_drop": self.config.max_accuracy_drop,
             "deployed": self.verdict.deployed,
             "reason": self.verdict.reason,
             "exported": self.verdict.exported,
-            "search": {"episodes": len(self.evaluations), "seconds": self.search_seconds,
-                       "chosen_episode": (self.evaluations.index(self.chosen) + 1) if self.chosen in self.evaluations else None,
-                       "evaluations": [e.to_dict() for e in self.evaluations],
-                       "finalists": [f.to_dict() for f in self.finalists]},
+            "search": {
+                "episodes": len(self.evaluations),
+                "seconds": self.search_seconds,
+                "chosen_episode": (self.evaluations.index(self.chosen) + 1)
+                if self.chosen in self.evaluations
+                else None,
+                "evaluations": [e.to_dict() for e in self.evaluations],
+                "finalists": [f.to_dict() for f in self.finalists],
+            },
             "total_seconds": self.total_seconds,
             "notes": list(self.notes),
         }
@@ -177,7 +213,9 @@ def split_three(data: Any, seed: int) -> tuple[Any, Any, Any]:
         need = int(MIN_HELD_OUT / min(VAL_FRACTION, TEST_FRACTION)) + 1
         raise DatasetError(
             f"too small to hold out: {len(data)} samples give {len(val)} validation and {len(test)} test samples;"
-            f" compression needs at least {MIN_HELD_OUT} in each (about {need} samples in all)", data.source)
+            f" compression needs at least {MIN_HELD_OUT} in each (about {need} samples in all)",
+            data.source,
+        )
     return train, val, test
 
 
@@ -195,22 +233,25 @@ def plan_threads(model: Any, data: Any, batch: int) -> tuple[int, str]:
     report = plan_job(model, data, epochs=1, batch_size=batch)
     chosen = report["chosen"]
     if chosen.get("backend") == "cpu" and chosen.get("threads"):
-        return int(chosen["threads"]), f"the agent's plan: {chosen['label']} ({chosen['policy']}, confidence {chosen['confidence']:.2f})"
+        return int(
+            chosen["threads"]
+        ), f"the agent's plan: {chosen['label']} ({chosen['policy']}, confidence {chosen['confidence']:.2f})"
     import os
 
     threads = os.cpu_count() or 1
     return threads, f"the agent chose {chosen.get('label')}; the CPU timing uses all {threads} threads"
 
 
-def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] | None = None,
-                    stop: threading.Event | None = None) -> CompressionReport:
+def run_compression(
+    config: CompressConfig, *, on_event: Callable[[Any], None] | None = None, stop: threading.Event | None = None
+) -> CompressionReport:
     """Run the whole job. Raises ValueError for an impossible request, TrainPilotError (one line)
     for bad input (unknown hardware, a dataset too small to hold out, a model torch-pruning cannot
     handle); otherwise returns the report, deployed or not."""
-    from trainpilot.machine.allocator import keep_freed_memory
+    from trainpilot.compress.prune import check_prunable
     from trainpilot.job.data import Dataset, resolve_dataset
     from trainpilot.job.workload import ModelSpec, build_model
-    from trainpilot.compress.prune import check_prunable
+    from trainpilot.machine.allocator import keep_freed_memory
 
     say = on_event or (lambda _e: None)
     problems = config.problems()
@@ -235,20 +276,38 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
     else:
         threads, why = plan_threads(spec.to_config(), data, timing_batch)
     train, val, test = tensors(train_set), tensors(val_set), tensors(test_set)
-    budget = budget_for(len(train), config.batch_size, dense_epochs=config.dense_epochs, deploy_epochs=config.deploy_epochs)
+    budget = budget_for(
+        len(train), config.batch_size, dense_epochs=config.dense_epochs, deploy_epochs=config.deploy_epochs
+    )
 
-    say(ev.StageStarted("train", f"training dense {spec.name} for {budget.dense_steps} steps ({budget.why}) on {len(train)} samples"
-                                 f" ({threads} thread(s))"))
+    say(
+        ev.StageStarted(
+            "train",
+            f"training dense {spec.name} for {budget.dense_steps} steps ({budget.why}) on {len(train)} samples"
+            f" ({threads} thread(s))",
+        )
+    )
     t0 = time.perf_counter()
     train_dense(dense, train, steps=budget.dense_steps, batch=config.batch_size, seed=config.seed, threads=threads)
     dense_val, dense_test = accuracy(dense, val, threads=threads), accuracy(dense, test, threads=threads)
     say(ev.DenseTrained(dense_val, dense_test, time.perf_counter() - t0, threads, why, layers.prunable))
 
     evaluator = Evaluator(
-        dense=dense, layers=layers, sample_shape=shape, num_classes=classes, train=train, val=val, target=target,
-        threshold=dense_val - config.max_accuracy_drop / 100.0, target_speedup=config.target_speedup, threads=threads,
-        batch=config.batch_size, timing_batch=timing_batch, finetune_steps=config.finetune_steps,
-        timing_repeats=config.search_repeats, seed=config.seed,
+        dense=dense,
+        layers=layers,
+        sample_shape=shape,
+        num_classes=classes,
+        train=train,
+        val=val,
+        target=target,
+        threshold=dense_val - config.max_accuracy_drop / 100.0,
+        target_speedup=config.target_speedup,
+        threads=threads,
+        batch=config.batch_size,
+        timing_batch=timing_batch,
+        finetune_steps=config.finetune_steps,
+        timing_repeats=config.search_repeats,
+        seed=config.seed,
     )
     tried: list[Evaluation] = []
 
@@ -262,54 +321,136 @@ def run_compression(config: CompressConfig, *, on_event: Callable[[Any], None] |
     evaluations = run_search(env, config.episodes, seed=config.seed, stop=stop, budget_s=config.search_seconds)
     search_seconds = time.perf_counter() - t0
     chosen = best(evaluations, config.target_speedup)
-    notes = [f"{len(evaluations)} of {config.episodes} episodes ran: stopped on request"] if len(evaluations) < config.episodes else []
+    notes = (
+        [f"{len(evaluations)} of {config.episodes} episodes ran: stopped on request"]
+        if len(evaluations) < config.episodes
+        else []
+    )
 
     tuned = measured = target_times = None
     finalists: list[Finalist] = []
     predicted: dict[str, StepTimes] = {}
     if chosen is None or (stop is not None and stop.is_set()):
-        verdict = Verdict(False, "not deployed: the search was stopped before it finished", 0.0, 0.0, target.cycles_label)
+        verdict = Verdict(
+            False, "not deployed: the search was stopped before it finished", 0.0, 0.0, target.cycles_label
+        )
     else:
+
         def tune(pruned: Any) -> Any:
-            return deployment_fine_tune(pruned, train, steps=budget.deploy_steps, batch=config.batch_size, seed=config.seed,
-                                        threads=threads, teacher=dense)
+            return deployment_fine_tune(
+                pruned,
+                train,
+                steps=budget.deploy_steps,
+                batch=config.batch_size,
+                seed=config.seed,
+                threads=threads,
+                teacher=dense,
+            )
 
         free = ", giving back free channels" if config.free_channels else ""
-        say(ev.StageStarted("deploy", f"re-measuring the best configurations{free}; fine-tuning at least {config.finalists},"
-                                      f" {budget.deploy_steps} steps ({budget.epochs(budget.deploy_steps):.0f} epochs) each; choosing on validation"))
-        final, finalists = choose(evaluations, count=config.finalists, target_speedup=config.target_speedup, evaluator=evaluator,
-                                  tune=tune, repeats=config.deploy_repeats, budget_s=search_seconds, free_channels=config.free_channels)
+        say(
+            ev.StageStarted(
+                "deploy",
+                f"re-measuring the best configurations{free}; fine-tuning at least {config.finalists},"
+                f" {budget.deploy_steps} steps ({budget.epochs(budget.deploy_steps):.0f} epochs) each; choosing on validation",
+            )
+        )
+        final, finalists = choose(
+            evaluations,
+            count=config.finalists,
+            target_speedup=config.target_speedup,
+            evaluator=evaluator,
+            tune=tune,
+            repeats=config.deploy_repeats,
+            budget_s=search_seconds,
+            free_channels=config.free_channels,
+        )
         if final is not None:
             chosen, pruned = final.evaluation, final.pruned
         else:  # nothing was fast enough in the search: its most rewarded configuration, for the verdict to judge
             pruned = tune(evaluator.prune(chosen.sparsity))
-        grown = f" grown to {'/'.join(map(str, final.kept.values()))} channels" if final is not None and final.grown else ""
-        say(ev.StageStarted("deploy", f"deploying episode {evaluations.index(chosen) + 1}'s configuration{grown}, re-measuring"))
-        tuned = Tuned(pruned, accuracy(pruned.model, test, threads=threads))  # the test split, read once, after every choice
-        measured = remeasure(dense, {"pruned": tuned.pruned.model}, shape, classes, batch=timing_batch, threads=threads, repeats=config.deploy_repeats, seed=config.seed)
+        grown = (
+            f" grown to {'/'.join(map(str, final.kept.values()))} channels" if final is not None and final.grown else ""
+        )
+        say(
+            ev.StageStarted(
+                "deploy", f"deploying episode {evaluations.index(chosen) + 1}'s configuration{grown}, re-measuring"
+            )
+        )
+        # the test split, read once, after every choice
+        tuned = Tuned(pruned, accuracy(pruned.model, test, threads=threads))
+        measured = remeasure(
+            dense,
+            {"pruned": tuned.pruned.model},
+            shape,
+            classes,
+            batch=timing_batch,
+            threads=threads,
+            repeats=config.deploy_repeats,
+            seed=config.seed,
+        )
         predicted = predicted_on(machines, dense, tuned.pruned.model, shape, classes, timing_batch)
         target_times = predicted[config.hardware] if target.is_described and config.hardware else measured
-        verdict = judge(dense_test, tuned, target_times.speedup("pruned"), target_times.label,
-                        max_drop=config.max_accuracy_drop, target_speedup=config.target_speedup)
+        verdict = judge(
+            dense_test,
+            tuned,
+            target_times.speedup("pruned"),
+            target_times.label,
+            max_drop=config.max_accuracy_drop,
+            target_speedup=config.target_speedup,
+        )
         if verdict.deployed and config.export:
             mlpackage = target.is_apple and coremltools_installed()
             if target.is_apple and not mlpackage:
                 notes.append("no .mlpackage: coremltools is not installed (pip install 'train-pilot[coreml]')")
-            figures = {"accuracy_dense": dense_test, "accuracy_pruned": tuned.accuracy, "speedup_measured": measured.speedup("pruned"),
-                       "step_time_dense_s": measured.seconds["dense"], "step_time_pruned_s": measured.seconds["pruned"],
-                       "target": target.to_dict(), "threads": threads, "timing_batch": timing_batch}
+            figures = {
+                "accuracy_dense": dense_test,
+                "accuracy_pruned": tuned.accuracy,
+                "speedup_measured": measured.speedup("pruned"),
+                "step_time_dense_s": measured.seconds["dense"],
+                "step_time_pruned_s": measured.seconds["pruned"],
+                "target": target.to_dict(),
+                "threads": threads,
+                "timing_batch": timing_batch,
+            }
             document = plan_document(spec.to_config(), shape, classes, tuned, figures)
             say(ev.StageStarted("export", "exporting the deployed model"))
             out = config.out or _default_out(spec.name)
-            verdict = Verdict(True, verdict.reason, verdict.accuracy_drop, verdict.speedup, verdict.speedup_label,
-                              export(out, tuned, document, shape, mlpackage=mlpackage))
+            verdict = Verdict(
+                True,
+                verdict.reason,
+                verdict.accuracy_drop,
+                verdict.speedup,
+                verdict.speedup_label,
+                export(out, tuned, document, shape, mlpackage=mlpackage),
+            )
     report = CompressionReport(
-        config=config, target=target, model_name=spec.name, dataset=data.source,
-        samples={"train": len(train), "validation": len(val), "test": len(test)}, threads=threads, threads_reason=why,
-        layers=layers.prunable, dense_val_accuracy=dense_val, dense_accuracy=dense_test, budget=budget, evaluations=evaluations,
-        search_seconds=search_seconds, chosen=chosen, finalists=finalists, tuned=tuned, measured=measured, target_times=target_times,
-        predicted=predicted, verdict=verdict, params_dense=layers.total_params, total_seconds=time.perf_counter() - started,
-        notes=notes, dense_model=dense, evaluator=evaluator, test_data=test,
+        config=config,
+        target=target,
+        model_name=spec.name,
+        dataset=data.source,
+        samples={"train": len(train), "validation": len(val), "test": len(test)},
+        threads=threads,
+        threads_reason=why,
+        layers=layers.prunable,
+        dense_val_accuracy=dense_val,
+        dense_accuracy=dense_test,
+        budget=budget,
+        evaluations=evaluations,
+        search_seconds=search_seconds,
+        chosen=chosen,
+        finalists=finalists,
+        tuned=tuned,
+        measured=measured,
+        target_times=target_times,
+        predicted=predicted,
+        verdict=verdict,
+        params_dense=layers.total_params,
+        total_seconds=time.perf_counter() - started,
+        notes=notes,
+        dense_model=dense,
+        evaluator=evaluator,
+        test_data=test,
     )
     say(ev.CompressionFinished(report))
     return report

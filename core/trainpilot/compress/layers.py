@@ -6,6 +6,7 @@ Prunable layers are the convolutions (groups = 1) and linear layers a real forwa
 the output layer; the output layer keeps its width (it is the classes). Order and FLOPs come from
 that pass, so a user's model is described as it really runs, not as its modules are declared.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -46,7 +47,7 @@ class ModelLayers:
 
     def flops_after(self, position: int) -> float:
         """Share of FLOPs in the prunable layers after `position` (what later actions can still cut)."""
-        return sum(layer.flops_share for layer in self.prunable[position + 1:])
+        return sum(layer.flops_share for layer in self.prunable[position + 1 :])
 
 
 def _flops(module: nn.Module, inp: torch.Tensor, out: torch.Tensor) -> float:
@@ -84,19 +85,21 @@ def describe_layers(model: nn.Module, sample_shape: tuple[int, ...]) -> ModelLay
     infos = []
     for i, (m, f) in enumerate(body):
         conv = isinstance(m, nn.Conv2d)
-        infos.append(LayerInfo(
-            name=names[id(m)],
-            kind="conv" if conv else "dense",
-            in_channels=int(m.in_channels if conv else m.in_features),
-            out_channels=int(m.out_channels if conv else m.out_features),
-            kernel=int(m.kernel_size[0]) if conv else 1,
-            stride=int(m.stride[0]) if conv else 1,
-            params=sum(p.numel() for p in m.parameters()),
-            flops=f,
-            flops_share=f / total,
-            position=i,
-            count=len(body),
-        ))
+        infos.append(
+            LayerInfo(
+                name=names[id(m)],
+                kind="conv" if conv else "dense",
+                in_channels=int(m.in_channels if conv else m.in_features),
+                out_channels=int(m.out_channels if conv else m.out_features),
+                kernel=int(m.kernel_size[0]) if conv else 1,
+                stride=int(m.stride[0]) if conv else 1,
+                params=sum(p.numel() for p in m.parameters()),
+                flops=f,
+                flops_share=f / total,
+                position=i,
+                count=len(body),
+            )
+        )
     return ModelLayers(tuple(infos), names[id(seen[-1][0])], total, sum(p.numel() for p in model.parameters()))
 
 
@@ -120,5 +123,3 @@ def embed(layers: ModelLayers, position: int, previous_action: float) -> list[fl
         min(max(previous_action, 0.0), 1.0),
         min(layers.flops_after(position), 1.0),
     ]
-
-

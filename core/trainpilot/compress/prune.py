@@ -11,6 +11,7 @@ Models it cannot handle are refused with the reason: recurrent layers (torch-pru
 single-layer LSTMs only, and fails on the zoo's), models whose forward pass it cannot trace, and
 models with nothing to prune.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainpilot.errors import WorkloadError
 from trainpilot.compress.layers import ModelLayers, describe_layers
+from trainpilot.errors import WorkloadError
 
 RECURRENT = (nn.LSTM, nn.GRU, nn.RNN)
 MAX_SPARSITY = 0.9  # of a layer's channels; a layer always keeps some (and at least one)
@@ -41,8 +42,14 @@ class PrunedModel:
 
     def plan(self) -> dict[str, Any]:
         """What deploy exports beside the weights: enough to rebuild the pruned shapes (`rebuild`)."""
-        return {name: {"sparsity": round(self.sparsity.get(name, 0.0), 4), "kept_channels": self.kept[name],
-                       "removed_channels": self.removed.get(name, [])} for name in self.kept}
+        return {
+            name: {
+                "sparsity": round(self.sparsity.get(name, 0.0), 4),
+                "kept_channels": self.kept[name],
+                "removed_channels": self.removed.get(name, []),
+            }
+            for name in self.kept
+        }
 
 
 def check_prunable(model: nn.Module, sample_shape: tuple[int, ...]) -> ModelLayers:
@@ -51,7 +58,8 @@ def check_prunable(model: nn.Module, sample_shape: tuple[int, ...]) -> ModelLaye
     if recurrent:
         raise WorkloadError(
             f"cannot compress a model with recurrent layers ({recurrent[0]}): torch-pruning 1.6 removes LSTM hidden"
-            " units only for single-layer LSTMs and fails on this model's; compress a conv or dense model")
+            " units only for single-layer LSTMs and fails on this model's; compress a conv or dense model"
+        )
     try:
         layers = describe_layers(model, sample_shape)
         was = model.training
@@ -64,19 +72,25 @@ def check_prunable(model: nn.Module, sample_shape: tuple[int, ...]) -> ModelLaye
     except WorkloadError:
         raise
     except Exception as exc:  # noqa: BLE001 - a user's model: report, don't crash
-        raise WorkloadError(f"torch-pruning cannot trace this model ({type(exc).__name__}: {_first_line(exc)})") from exc
+        raise WorkloadError(
+            f"torch-pruning cannot trace this model ({type(exc).__name__}: {_first_line(exc)})"
+        ) from exc
     if not layers.prunable:
         raise WorkloadError("nothing to prune: the model has no convolution or linear layer before its output layer")
     try:  # a dependency the trace did not see (a tensor through numpy, say) breaks the pruned model
         trial = prune(model, layers, {l.name: TRIAL_SPARSITY for l in layers.prunable}, sample_shape)
     except WorkloadError as exc:
-        raise WorkloadError(f"torch-pruning cannot follow this model's dependencies: after removing channels, {exc.problem}") from exc
+        raise WorkloadError(
+            f"torch-pruning cannot follow this model's dependencies: after removing channels, {exc.problem}"
+        ) from exc
     # torch-pruning leaves a layer alone when its trace does not reach the output through it
     movable = [l for l in layers.prunable if trial.kept[l.name] < l.out_channels]
     if not movable:
         names = ", ".join(l.name for l in layers.prunable)
-        raise WorkloadError(f"torch-pruning cannot follow this model's dependencies: it finds no channel of {names}"
-                            " it can remove safely (its trace does not reach the output through them)")
+        raise WorkloadError(
+            f"torch-pruning cannot follow this model's dependencies: it finds no channel of {names}"
+            " it can remove safely (its trace does not reach the output through them)"
+        )
     return replace(layers, prunable=tuple(replace(l, position=i, count=len(movable)) for i, l in enumerate(movable)))
 
 
@@ -105,8 +119,15 @@ def _out_fn(module: nn.Module) -> Any:
     return tp.prune_conv_out_channels if isinstance(module, nn.Conv2d) else tp.prune_linear_out_channels
 
 
-def prune(model: nn.Module, layers: ModelLayers, sparsity: dict[str, float], sample_shape: tuple[int, ...], *,
-          global_ratio: float | None = None, round_to: int | None = None) -> PrunedModel:
+def prune(
+    model: nn.Module,
+    layers: ModelLayers,
+    sparsity: dict[str, float],
+    sample_shape: tuple[int, ...],
+    *,
+    global_ratio: float | None = None,
+    round_to: int | None = None,
+) -> PrunedModel:
     """A pruned copy of `model` (the original is untouched). Per layer: `sparsity[name]` of its output
     channels go, the ones with the smallest L1 norm (over the whole dependency group). With
     `global_ratio`, one ranking across all layers removes that share instead (the L1 baseline)."""
@@ -121,12 +142,15 @@ def prune(model: nn.Module, layers: ModelLayers, sparsity: dict[str, float], sam
         was_training = pruned.training
         pruned.eval()  # tracing runs a forward pass: it must not move BatchNorm statistics
         pruner = tp.pruner.MetaPruner(
-            pruned, torch.zeros(1, *sample_shape), importance=_importance("l1"),
+            pruned,
+            torch.zeros(1, *sample_shape),
+            importance=_importance("l1"),
             global_pruning=global_ratio is not None,
             pruning_ratio=float(global_ratio or 0.0),
             pruning_ratio_dict=None if global_ratio is not None else ratios,
             max_pruning_ratio=MAX_SPARSITY,
-            ignored_layers=[modules[layers.output_layer]] + [m for m in modules.values() if isinstance(m, nn.Conv2d) and m.groups != 1],
+            ignored_layers=[modules[layers.output_layer]]
+            + [m for m in modules.values() if isinstance(m, nn.Conv2d) and m.groups != 1],
             round_to=round_to,
         )
         for group in pruner.step(interactive=True):

@@ -10,6 +10,7 @@ Past the target, more speed earns nothing, so among configurations that are fast
 accurate wins; short of it, every missing bit of speed costs, so the agent is pulled to the target
 first. One accuracy point is worth 0.1; missing a 1.5x target by 0.15x costs 0.3.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ def compression_reward(accuracy: float, threshold: float, speedup: float, target
         raise ValueError(f"the target speed-up must be above 1, got {target_speedup}")
     accuracy_met = accuracy >= threshold
     speed_met = speedup >= target_speedup
-    value = (BOTH_MET if accuracy_met and speed_met else 0.0) + ACCURACY_WEIGHT * (accuracy - threshold) \
+    value = (
+        (BOTH_MET if accuracy_met and speed_met else 0.0)
+        + ACCURACY_WEIGHT * (accuracy - threshold)
         - SPEED_WEIGHT * max(0.0, 1.0 - speedup / target_speedup)
+    )
     return Reward(value, accuracy_met, speed_met)

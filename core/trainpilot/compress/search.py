@@ -8,10 +8,11 @@ and rewards are not discounted within an episode (the only reward comes after th
 
 The search returns every configuration it tried; `best` picks the one to deploy.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from trainpilot.compress.env import CompressionEnv
 from trainpilot.compress.evaluate import Evaluation
@@ -31,8 +32,9 @@ def warmup_episodes(episodes: int) -> int:
     return min(episodes, max(2, episodes // 3))
 
 
-def run_search(env: CompressionEnv, episodes: int, *, seed: int = 0, stop: threading.Event | None = None,
-               budget_s: float = 0.0) -> list[Evaluation]:
+def run_search(
+    env: CompressionEnv, episodes: int, *, seed: int = 0, stop: threading.Event | None = None, budget_s: float = 0.0
+) -> list[Evaluation]:
     """Train TD3 for `episodes` episodes on `env`, then for more (up to MAX_EPISODES_FACTOR x) while
     the search has taken less than `budget_s` seconds; returns the configurations tried, in order.
     `stop` (set from another thread) ends the search after the current episode."""
@@ -51,21 +53,33 @@ def run_search(env: CompressionEnv, episodes: int, *, seed: int = 0, stop: threa
             if stop is not None and stop.is_set():
                 return False
             # past the episodes asked for, an episode boundary ends the search once the time is spent
-            return not (len(env.history) >= episodes and env.at_episode_start and time.perf_counter() - started >= budget_s)
+            return not (
+                len(env.history) >= episodes and env.at_episode_start and time.perf_counter() - started >= budget_s
+            )
 
     n = env.n_layers
     agent = TD3(
-        "MlpPolicy", env, seed=seed, device="cpu", verbose=0,
+        "MlpPolicy",
+        env,
+        seed=seed,
+        device="cpu",
+        verbose=0,
         learning_starts=warmup_episodes(episodes) * n,
         action_noise=NormalActionNoise(np.zeros(1), 0.3 * np.ones(1)),
         policy_kwargs={"net_arch": [64, 64]},
-        train_freq=(1, "episode"), gradient_steps=-1,
-        batch_size=64, learning_rate=1e-3, gamma=1.0, buffer_size=10_000,
+        train_freq=(1, "episode"),
+        gradient_steps=-1,
+        batch_size=64,
+        learning_rate=1e-3,
+        gamma=1.0,
+        buffer_size=10_000,
     )
     # A logger with no outputs: SB3's default makes a /tmp/SB3-<time> folder on every learn(), even
     # with verbose=0, and nothing removes them (the benchmark's searches left dozens).
     agent.set_logger(Logger(folder=None, output_formats=[]))
-    agent.learn(total_timesteps=(episodes * MAX_EPISODES_FACTOR if budget_s > 0 else episodes) * n, callback=StopWhenAsked())
+    agent.learn(
+        total_timesteps=(episodes * MAX_EPISODES_FACTOR if budget_s > 0 else episodes) * n, callback=StopWhenAsked()
+    )
     return list(env.history)
 
 

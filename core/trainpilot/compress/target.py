@@ -7,6 +7,7 @@ profile's published figures, labelled "predicted". Only structured sparsity (who
 filters removed) is searched: it shrinks the dense kernels every backend runs. Patterns that do not
 pay on the target are listed with the reason and never counted as a speed-up.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,11 +19,13 @@ UNSTRUCTURED = "unstructured"
 
 _THIS_MACHINE_SOURCES = {
     STRUCTURED: "removing channels makes the dense CPU kernels (oneDNN / ATen) compute smaller convolutions;"
-                " measured here on every candidate, interleaved with the dense model",
+    " measured here on every candidate, interleaved with the dense model",
     UNSTRUCTURED: "dense CPU kernels multiply stored zeros at full cost: a mask saves no time here, so none is counted",
     SEMI_2_4: "torch.sparse.to_sparse_semi_structured needs NVIDIA sparse tensor cores (compute capability 8.0+)",
 }
-_DEFAULT_SOURCE = "the profile has no [compression] section: structured pruning is assumed to pay (smaller dense kernels)"
+_DEFAULT_SOURCE = (
+    "the profile has no [compression] section: structured pruning is assumed to pay (smaller dense kernels)"
+)
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,13 @@ def this_machine() -> CompressionTarget:
     patterns = [PatternSupport(STRUCTURED, True, _THIS_MACHINE_SOURCES[STRUCTURED])]
     sm = _cuda_capability()
     if sm is not None and sm >= (8, 0):
-        patterns.append(PatternSupport(SEMI_2_4, True, f"this machine's CUDA device is compute capability {sm[0]}.{sm[1]} (8.0+ runs 2:4 sparse tensor cores); not searched: TrainPilot's agent removes whole channels"))
+        patterns.append(
+            PatternSupport(
+                SEMI_2_4,
+                True,
+                f"this machine's CUDA device is compute capability {sm[0]}.{sm[1]} (8.0+ runs 2:4 sparse tensor cores); not searched: TrainPilot's agent removes whole channels",
+            )
+        )
     else:
         patterns.append(PatternSupport(SEMI_2_4, False, _THIS_MACHINE_SOURCES[SEMI_2_4]))
     patterns.append(PatternSupport(UNSTRUCTURED, False, _THIS_MACHINE_SOURCES[UNSTRUCTURED]))
@@ -83,8 +92,11 @@ def described_machine(machine: Any) -> CompressionTarget:
     listed = tuple(section.get("patterns", ())) or (STRUCTURED,)
     sources = " | ".join(section.get("sources", ())) or _DEFAULT_SOURCE
     patterns = tuple(
-        PatternSupport(p, p in listed and p != UNSTRUCTURED,
-                       sources if p in listed else f"not listed in the profile's [compression] patterns")
+        PatternSupport(
+            p,
+            p in listed and p != UNSTRUCTURED,
+            sources if p in listed else "not listed in the profile's [compression] patterns",
+        )
         for p in (STRUCTURED, SEMI_2_4, UNSTRUCTURED)
     )
     return CompressionTarget(str(machine.name), machine, patterns)

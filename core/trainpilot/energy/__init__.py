@@ -4,6 +4,7 @@ per plan, and the objective (time | energy | edp) the agent chooses by.
 
 Nothing here imports torch; `pynvml` is imported only when a CUDA plan is metered.
 """
+
 from __future__ import annotations
 
 from trainpilot.energy.figures import PowerFigures, machine_figures, target_figures
@@ -14,7 +15,28 @@ from trainpilot.energy.rapl import POWERCAP_ROOT, RaplEnergy, counter_delta, fin
 from trainpilot.energy.reading import EST, Energy, Watts, joules_text
 
 __all__ = [
-    "EST", "Energy", "EnergyMeter", "Mark", "OBJECTIVES", "POWERCAP_ROOT", "PlanPower", "PowerFigures", "RaplEnergy", "Watts",
-    "annotate", "check_objective", "choose", "counter_delta", "figures_text", "find_zones", "joules_text", "machine_figures",
-    "open_meter", "power_for", "rank", "rapl_availability", "score", "target_figures",
+    "EST",
+    "Energy",
+    "EnergyMeter",
+    "Mark",
+    "OBJECTIVES",
+    "POWERCAP_ROOT",
+    "PlanPower",
+    "PowerFigures",
+    "RaplEnergy",
+    "Watts",
+    "annotate",
+    "check_objective",
+    "choose",
+    "counter_delta",
+    "figures_text",
+    "find_zones",
+    "joules_text",
+    "machine_figures",
+    "open_meter",
+    "power_for",
+    "rank",
+    "rapl_availability",
+    "score",
+    "target_figures",
 ]

@@ -10,12 +10,13 @@ twice an epoch it was a measurable part of what TrainPilot adds to an epoch (ben
 So children are looked for at most once a poll interval, which the meter's background thread
 keeps to; a reading between looks reads the processes already known.
 """
+
 from __future__ import annotations
 
 import os
 import threading
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import psutil
 

@@ -6,6 +6,7 @@ For this machine the per-core figure is TRAINPILOT_CPU_WATTS_PER_CORE when set, 
 one (below); a described machine (profiles/*.toml) gives `power_w` per backend, from its sources.
 Every figure carries its source, and everything computed from it is labelled est.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,11 +59,18 @@ def target_figures(target: Any) -> PowerFigures:
     cpu_power = getattr(cpu, "power_w", None)
     if cpu_power:
         per_core = float(cpu_power) / max(int(target.logical_cpus), 1)
-        cpu_figure = (per_core, f"est.: {cpu_power:g} W CPU power over {target.logical_cpus} threads ({target.name} profile)")
+        cpu_figure = (
+            per_core,
+            f"est.: {cpu_power:g} W CPU power over {target.logical_cpus} threads ({target.name} profile)",
+        )
     else:
-        cpu_figure = (GENERIC_W_PER_CORE, f"est.: {GENERIC_W_PER_CORE:g} W per busy core (generic figure; the profile gives no power_w)")
+        cpu_figure = (
+            GENERIC_W_PER_CORE,
+            f"est.: {GENERIC_W_PER_CORE:g} W per busy core (generic figure; the profile gives no power_w)",
+        )
     accelerators = {
         name: (float(b.power_w), f"est.: {b.power_w:g} W {name} power ({target.name} profile)")
-        for name, b in backends.items() if name != "cpu" and getattr(b, "power_w", None)
+        for name, b in backends.items()
+        if name != "cpu" and getattr(b, "power_w", None)
     }
     return PowerFigures(cpu_figure[0], cpu_figure[1], accelerators)

@@ -4,18 +4,26 @@ For the sources that report power, not energy: NVML on GPUs older than Volta, an
 powermetrics. Each poll adds the mean of this and the previous reading times the time between
 them (the trapezoid rule); a poll that gets no reading carries the last one forward.
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class IntegratedPower:
     """An energy source (see meter.py) built on `read_w() -> watts or None`."""
 
-    def __init__(self, read_w: Callable[[], float | None], source: str, *, estimated: bool, poll_interval_s: float = 0.2,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        read_w: Callable[[], float | None],
+        source: str,
+        *,
+        estimated: bool,
+        poll_interval_s: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._read_w = read_w
         self.source = source
         self.estimated = estimated

@@ -13,15 +13,17 @@ CUDA plan adds its GPU: NVML (energy counter, else power x time), else the board
 An energy source has `source` (its label), `estimated`, `poll_interval_s`, `read_j()` (joules
 since it was created; reading it often is what catches a counter's wrap) and `close()`.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from trainpilot.energy.cpu_estimate import CpuTimeEstimate, WallTimeEstimate
 from trainpilot.energy.figures import PowerFigures, machine_figures
@@ -39,8 +41,14 @@ class Mark:
 
 
 class EnergyMeter:
-    def __init__(self, sources: Iterable[Any], *, covers: Iterable[str] = ("cpu",), figures: PowerFigures | None = None,
-                 nvml: ModuleType | None | str = "auto"):
+    def __init__(
+        self,
+        sources: Iterable[Any],
+        *,
+        covers: Iterable[str] = ("cpu",),
+        figures: PowerFigures | None = None,
+        nvml: ModuleType | None | str = "auto",
+    ):
         self.sources: list[Any] = list(sources)
         self.covers: set[str] = set(covers)  # backends whose energy some source counts
         self.figures = figures
@@ -75,7 +83,10 @@ class EnergyMeter:
         with self._lock:
             if not self.sources:
                 return Energy(None, "no energy source")
-            parts = [Energy(self._read(i) - mark.joules.get(i, 0.0), s.source, bool(s.estimated)) for i, s in enumerate(self.sources)]
+            parts = [
+                Energy(self._read(i) - mark.joules.get(i, 0.0), s.source, bool(s.estimated))
+                for i, s in enumerate(self.sources)
+            ]
         total = parts[0]
         for part in parts[1:]:
             total = total + part
@@ -95,7 +106,7 @@ class EnergyMeter:
 
     # ------------------------------------------------------------ a plan change mid-run
 
-    def cover(self, plan: "Plan") -> None:
+    def cover(self, plan: Plan) -> None:
         """Make sure the energy of `plan`'s device is counted (a run moved to the GPU mid-way; each
         worker of a split plan)."""
         if plan.workers:
@@ -112,7 +123,7 @@ class EnergyMeter:
 
     # ------------------------------------------------------------ the background reader
 
-    def start(self) -> "EnergyMeter":
+    def start(self) -> EnergyMeter:
         if self._thread is None and self.sources:
             self._thread = threading.Thread(target=self._poll, name="trainpilot-energy", daemon=True)
             self._thread.start()
@@ -140,7 +151,7 @@ class EnergyMeter:
             except Exception:  # noqa: BLE001 - closing a sampler must not fail a run
                 pass
 
-    def __enter__(self) -> "EnergyMeter":
+    def __enter__(self) -> EnergyMeter:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -148,7 +159,7 @@ class EnergyMeter:
         self.close()
 
 
-def accelerator_source(plan: "Plan", figures: PowerFigures, nvml: ModuleType | None | str = "auto") -> Any:
+def accelerator_source(plan: Plan, figures: PowerFigures, nvml: ModuleType | None | str = "auto") -> Any:
     if plan.backend == "cuda":
         from trainpilot.energy.nvml import nvml_energy
 
@@ -161,8 +172,13 @@ def accelerator_source(plan: "Plan", figures: PowerFigures, nvml: ModuleType | N
     return WallTimeEstimate(watts, source)
 
 
-def cpu_source(*, powercap_root: Path | str | None = None, figures: PowerFigures | None = None, pids: Iterable[int] | None = None,
-               apple: Any = "auto") -> tuple[Any, set[str]]:
+def cpu_source(
+    *,
+    powercap_root: Path | str | None = None,
+    figures: PowerFigures | None = None,
+    pids: Iterable[int] | None = None,
+    apple: Any = "auto",
+) -> tuple[Any, set[str]]:
     """The CPU's source and the backends it covers: RAPL, the macOS sampler, or the estimate."""
     from trainpilot.energy.rapl import POWERCAP_ROOT, RaplEnergy, rapl_availability
 
@@ -183,8 +199,15 @@ def cpu_source(*, powercap_root: Path | str | None = None, figures: PowerFigures
     return CpuTimeEstimate(figures.cpu_w_per_core, figures.cpu_source, pids), {"cpu"}
 
 
-def open_meter(plan: "Plan | None" = None, *, powercap_root: Path | str | None = None, nvml: ModuleType | None | str = "auto",
-               pids: Iterable[int] | None = None, figures: PowerFigures | None = None, apple: Any = "auto") -> EnergyMeter:
+def open_meter(
+    plan: Plan | None = None,
+    *,
+    powercap_root: Path | str | None = None,
+    nvml: ModuleType | None | str = "auto",
+    pids: Iterable[int] | None = None,
+    figures: PowerFigures | None = None,
+    apple: Any = "auto",
+) -> EnergyMeter:
     """A meter for a run on `plan` (None: the CPU only). Use it as a context manager, or call
     `start()` and `close()`. `pids`: whose CPU time an estimate counts (default: this process and
     its children). RAPL and NVML count the whole package / device: open one meter per machine."""

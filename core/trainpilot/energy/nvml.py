@@ -5,6 +5,7 @@ since the driver loaded): read it at both ends. Older ones only report power
 (`nvmlDeviceGetPowerUsage`, milliwatts), which is integrated over time (integrate.py). One small
 adapter, so the meter never sees which of the two a device has.
 """
+
 from __future__ import annotations
 
 import threading
@@ -12,7 +13,8 @@ from types import ModuleType
 from typing import Any
 
 from trainpilot.energy.integrate import IntegratedPower
-from trainpilot.machine.nvml import NEEDS_NVML, device_handle as _handle, import_nvml
+from trainpilot.machine.nvml import NEEDS_NVML, import_nvml
+from trainpilot.machine.nvml import device_handle as _handle
 from trainpilot.plans import Availability
 
 

@@ -7,17 +7,19 @@ then take over: plan_power.py). Idle power is read first, over the same time, an
 it: RAPL counts the whole package, so a plan's figure includes the idle floor, as a run's would.
 Where every reading would be an estimate, nothing is measured and the figures stay labelled est.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from trainpilot.plans import Plan
 from trainpilot.energy.meter import EnergyMeter, open_meter
+from trainpilot.plans import Plan
 
 Progress = Callable[[float, str], None]
 
@@ -38,12 +40,23 @@ class PowerCalibration:
     measured_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"machine_id": self.machine_id, "source": self.source, "watts": dict(self.watts), "idle_w": self.idle_w, "measured_at": self.measured_at}
+        return {
+            "machine_id": self.machine_id,
+            "source": self.source,
+            "watts": dict(self.watts),
+            "idle_w": self.idle_w,
+            "measured_at": self.measured_at,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PowerCalibration":
-        return cls(str(data["machine_id"]), str(data["source"]), {str(k): float(v) for k, v in data["watts"].items()},
-                   None if data.get("idle_w") is None else float(data["idle_w"]), float(data.get("measured_at", 0.0)))
+    def from_dict(cls, data: dict[str, Any]) -> PowerCalibration:
+        return cls(
+            str(data["machine_id"]),
+            str(data["source"]),
+            {str(k): float(v) for k, v in data["watts"].items()},
+            None if data.get("idle_w") is None else float(data["idle_w"]),
+            float(data.get("measured_at", 0.0)),
+        )
 
 
 def power_path(directory: Path | str, machine_id: str) -> Path:
@@ -90,8 +103,15 @@ def _burn(plan: Plan, seconds: float) -> None:
         torch.set_num_threads(before)
 
 
-def measure_power(plans: Iterable[Plan], machine_id: str, *, seconds: float = 1.0, meter_for: Callable[[Plan], EnergyMeter] = open_meter,
-                  burn: Callable[[Plan, float], None] = _burn, progress: Progress | None = None) -> tuple[PowerCalibration | None, str]:
+def measure_power(
+    plans: Iterable[Plan],
+    machine_id: str,
+    *,
+    seconds: float = 1.0,
+    meter_for: Callable[[Plan], EnergyMeter] = open_meter,
+    burn: Callable[[Plan, float], None] = _burn,
+    progress: Progress | None = None,
+) -> tuple[PowerCalibration | None, str]:
     """(calibration, "") where every part of the reading is measured, else (None, why not)."""
     plans = [p for p in plans if p.backend in ("cpu", "cuda") and not p.is_compiled]
     say = progress or (lambda _f, _m: None)

@@ -11,6 +11,7 @@ The counter wraps (a 262 kJ range lasts about 9 minutes at 500 W), so `RaplEnerg
 enough to see at most one wrap between reads and adds `max_energy_range_uj` back when a reading
 went down. The reader takes the tree's root, so the same code reads a test's fake tree.
 """
+
 from __future__ import annotations
 
 import threading

@@ -1,5 +1,6 @@
 """What an energy figure is: joules plus where they came from, so a figure is never shown
 without saying whether it was measured (RAPL, NVML) or estimated from power figures ("est.")."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ class Energy:
     estimated: bool = False
 
     @classmethod
-    def recorded(cls, joules: float | None, source: str | None) -> "Energy":
+    def recorded(cls, joules: float | None, source: str | None) -> Energy:
         """A figure read back (history, JSON, an event): estimated unless its source says measured."""
         text = source or "not metered"
         return cls(joules, text, estimated=not text.startswith("measured") or EST in text)
@@ -30,7 +31,7 @@ class Energy:
     def to_dict(self) -> dict[str, Any]:
         return {"energy_j": self.joules, "energy_source": self.source}
 
-    def __add__(self, other: "Energy") -> "Energy":
+    def __add__(self, other: Energy) -> Energy:
         """Two parts of one machine (the CPU package and a GPU): the sum is estimated if either is."""
         if self.joules is None or other.joules is None:
             return self if other.joules is None else other

@@ -1,5 +1,6 @@
 """A run's energy: its meter, opened so that a meter which cannot start costs the figure and not
 the run, and its total, summed from its epochs' figures."""
+
 from __future__ import annotations
 
 from typing import Any

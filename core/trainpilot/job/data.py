@@ -10,6 +10,7 @@ allocated, formats that are read into memory (labels, .npz, IDX, CSV, anything g
 first and refused with the predicted need when they would not fit, and anything unexpected from a
 parser becomes a one-line DatasetError naming the file.
 """
+
 from __future__ import annotations
 
 import csv
@@ -76,7 +77,7 @@ class Dataset:
     def nbytes(self) -> int:
         return int(self.X.nbytes + self.y.nbytes)
 
-    def split(self, val_fraction: float = 0.1, seed: int = 0) -> tuple["Dataset", "Dataset"]:
+    def split(self, val_fraction: float = 0.1, seed: int = 0) -> tuple[Dataset, Dataset]:
         """A held-out validation split, deterministic for a seed. Index arrays, so memory maps stay lazy."""
         n = len(self)
         n_val = int(round(n * val_fraction)) if n >= 10 else 0
@@ -133,7 +134,9 @@ def load_dataset(path: str | Path) -> Dataset:
         elif path.suffix.lower() in (".csv", ".txt") or path.name.endswith(".csv.gz"):
             X, y = _load_csv(path)
         else:
-            raise DatasetError("unknown dataset format (expected a directory of .npy or IDX files, a .npz or a .csv)", path)
+            raise DatasetError(
+                "unknown dataset format (expected a directory of .npy or IDX files, a .npz or a .csv)", path
+            )
         return validate(X, y, str(path))
     except DatasetError:
         raise
@@ -194,7 +197,10 @@ def _read_npy_header(handle: io.BufferedIOBase, path: Path) -> tuple[tuple[int, 
 def _check_npy_size(shape: tuple[int, ...], dtype: np.dtype, data_bytes: int, path: Path) -> int:
     expected = math.prod(shape) * dtype.itemsize
     if data_bytes < expected:
-        raise DatasetError(f"truncated: its header says {dtype} {shape} ({format_bytes(expected)}) but it holds {format_bytes(data_bytes)} of data", path)
+        raise DatasetError(
+            f"truncated: its header says {dtype} {shape} ({format_bytes(expected)}) but it holds {format_bytes(data_bytes)} of data",
+            path,
+        )
     if data_bytes > expected:
         raise DatasetError(f"damaged: {data_bytes - expected} unexpected bytes after the {dtype} {shape} array", path)
     return expected
@@ -213,7 +219,9 @@ def _load_npy(path: Path, mmap: bool) -> np.ndarray:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except ValueError as exc:
         pickled = "pickle" in str(exc) or "Python objects" in str(exc)
-        problem = "holds Python objects, which TrainPilot never unpickles" if pickled else f"not a valid .npy array ({exc})"
+        problem = (
+            "holds Python objects, which TrainPilot never unpickles" if pickled else f"not a valid .npy array ({exc})"
+        )
         raise DatasetError(problem, path) from exc
     except (OSError, EOFError) as exc:
         raise DatasetError(f"not a valid .npy array ({exc})", path) from exc
@@ -231,7 +239,10 @@ def _check_npz_members(path: Path) -> None:
                 shape, dtype, header = _read_npy_header(member, path)  # type: ignore[arg-type]
             expected = math.prod(shape) * dtype.itemsize
             if info.file_size - header != expected:
-                raise DatasetError(f"damaged: member {info.filename} says {dtype} {shape} ({format_bytes(expected)}) but stores {format_bytes(max(info.file_size - header, 0))}", path)
+                raise DatasetError(
+                    f"damaged: member {info.filename} says {dtype} {shape} ({format_bytes(expected)}) but stores {format_bytes(max(info.file_size - header, 0))}",
+                    path,
+                )
             need += expected
     check_fits_in_memory(need * 2, path, f"loading its arrays ({format_bytes(need)}) with their float32/int64 copies")
 
@@ -247,14 +258,25 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
     except DatasetError:
         raise
     except ValueError as exc:
-        problem = "holds Python objects, which TrainPilot never unpickles" if "pickle" in str(exc) else f"not a valid .npz archive ({_describe(exc)})"
+        problem = (
+            "holds Python objects, which TrainPilot never unpickles"
+            if "pickle" in str(exc)
+            else f"not a valid .npz archive ({_describe(exc)})"
+        )
         raise DatasetError(problem, path) from exc
     except Exception as exc:  # zipfile.BadZipFile, OSError, EOFError, zlib errors
         raise DatasetError(f"not a valid .npz archive ({_describe(exc)})", path) from exc
     raise DatasetError(f"needs arrays X and y (or X_train and y_train); it has {sorted(names) or 'none'}", path)
 
 
-_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_IDX_DTYPES = {
+    0x08: np.uint8,
+    0x09: np.int8,
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
 
 
 def _read_limited(path: Path, factor: float, what: str) -> bytes:
@@ -361,7 +383,9 @@ def validate(X: np.ndarray, y: np.ndarray, source: str) -> Dataset:
         raise DatasetError(f"labels must be class indices >= 0, found {int(y.min())}", source)
     num_classes = int(y.max()) + 1
     if num_classes > MAX_CLASSES:
-        raise DatasetError(f"labels go up to {num_classes - 1}; more than {MAX_CLASSES} classes is not a classification set", source)
+        raise DatasetError(
+            f"labels go up to {num_classes - 1}; more than {MAX_CLASSES} classes is not a classification set", source
+        )
     if num_classes < 2:
         num_classes = 2  # a one-class set still trains a 2-way classifier; say nothing clever
     if X.dtype.kind == "f":
@@ -373,7 +397,10 @@ def validate(X: np.ndarray, y: np.ndarray, source: str) -> Dataset:
             if not np.all(np.isfinite(chunk)):
                 raise DatasetError("features contain NaN or infinity", source)
             if wide and float(np.max(np.abs(chunk))) > FLOAT32_MAX:
-                raise DatasetError(f"features exceed the float32 range (|x| up to {float(np.max(np.abs(chunk))):.3g}); TrainPilot trains in float32", source)
+                raise DatasetError(
+                    f"features exceed the float32 range (|x| up to {float(np.max(np.abs(chunk))):.3g}); TrainPilot trains in float32",
+                    source,
+                )
     if X.ndim == 3:
         X = X[:, None] if not isinstance(X, np.memmap) else X.reshape(X.shape[0], 1, *X.shape[1:])
     return Dataset(X, y, source, num_classes)

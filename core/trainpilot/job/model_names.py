@@ -1,4 +1,5 @@
 """The model zoo's names and default depths, importable without torch (pickers and --help use them)."""
+
 from __future__ import annotations
 
 ZOO = ("small_cnn", "large_dense", "rnn", "mlp", "wide_cnn")

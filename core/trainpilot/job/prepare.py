@@ -1,5 +1,6 @@
 """The one prepare step every consumer of a job shares: resolve the data, hold out the validation
 split, build the model and profile it on one real batch — as a run will train it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,12 +39,28 @@ class PreparedJob:
         return build_model(self.spec, self.dataset.sample_shape, self.dataset.num_classes)
 
 
-def prepare_job(model: str | dict[str, Any], dataset: Any, *, epochs: int | None, batch_size: int, val_fraction: float = 0.1, seed: int = 0) -> PreparedJob:
+def prepare_job(
+    model: str | dict[str, Any],
+    dataset: Any,
+    *,
+    epochs: int | None,
+    batch_size: int,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+) -> PreparedJob:
     """`dataset`: a path, None or "demo" for the bundled set, or a loaded `data.Dataset`."""
     spec = ModelSpec.from_config(model)
     data = dataset if isinstance(dataset, Dataset) else resolve_dataset(dataset)
     train_set, val_set = data.split(val_fraction, seed)
     seed_everything(seed)
     module = build_model(spec, data.sample_shape, data.num_classes)
-    profile = profile_model(module, data.sample_shape, data.num_classes, len(train_set), name=spec.name, batch_size=batch_size, epochs=epochs)
+    profile = profile_model(
+        module,
+        data.sample_shape,
+        data.num_classes,
+        len(train_set),
+        name=spec.name,
+        batch_size=batch_size,
+        epochs=epochs,
+    )
     return PreparedJob(spec, data, train_set, val_set, profile, seed)

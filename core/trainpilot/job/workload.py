@@ -4,6 +4,7 @@ The profile is measured from the module itself — parameters counted, FLOPs cou
 `torch.utils.flop_counter` on a real forward+backward pass, activation bytes from forward hooks —
 because the agent's predictions are only as good as these numbers.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,7 +18,6 @@ import torch
 from torch import nn
 
 from trainpilot.errors import WorkloadError
-
 from trainpilot.job.model_names import DEFAULT_LAYERS, ZOO  # noqa: E402 - re-exported: the zoo's names live without torch
 
 
@@ -30,7 +30,7 @@ class ModelSpec:
     width: int | None = None
 
     @classmethod
-    def from_config(cls, config: dict[str, Any] | str) -> "ModelSpec":
+    def from_config(cls, config: dict[str, Any] | str) -> ModelSpec:
         if isinstance(config, str):
             config = {"name": config}
         if not isinstance(config, dict) or "name" not in config:
@@ -39,7 +39,9 @@ class ModelSpec:
         if _is_user_model(name):
             return cls(name=name, layers=0)
         if name not in ZOO:
-            raise WorkloadError(f"unknown model '{name}': choose one of {', '.join(ZOO)} or give path/to/file.py:ClassName")
+            raise WorkloadError(
+                f"unknown model '{name}': choose one of {', '.join(ZOO)} or give path/to/file.py:ClassName"
+            )
         layers = config.get("layers", DEFAULT_LAYERS[name])
         if not isinstance(layers, int) or isinstance(layers, bool) or not 1 <= layers <= 64:
             raise WorkloadError(f"model '{name}': 'layers' must be an integer from 1 to 64, got {layers!r}")
@@ -279,7 +281,7 @@ class WorkloadProfile:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "WorkloadProfile":
+    def from_dict(cls, data: dict[str, Any]) -> WorkloadProfile:
         """The profile a history row stored with `to_dict` (its derived keys are left out)."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
@@ -443,7 +445,9 @@ class MemoryEstimate:
         )
 
 
-def training_memory(profile: WorkloadProfile, batch_size: int | None = None, optimizer_slots: int = 2) -> MemoryEstimate:
+def training_memory(
+    profile: WorkloadProfile, batch_size: int | None = None, optimizer_slots: int = 2
+) -> MemoryEstimate:
     """The memory one training step of `profile` needs (the dataset itself is counted by `data`)."""
     batch_size = int(batch_size or profile.batch_size)
     return MemoryEstimate(

@@ -23,6 +23,7 @@ which would need a restart under LD_PRELOAD.
 Only glibc has mallopt with these meanings: on macOS, musl or Windows nothing is changed and the
 setting says why. TRAINPILOT_KEEP_FREED_MEMORY=0 turns it off (a process that must give memory back).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -69,7 +70,9 @@ def _apply() -> AllocatorSetting:
         return AllocatorSetting(False, f"malloc left as it is ({OFF_SWITCH}=0): freed memory goes back to the kernel")
     libc_name, _ = platform.libc_ver()
     if libc_name != "glibc":
-        return AllocatorSetting(False, f"malloc left as it is: not glibc ({platform.system()}{', ' + libc_name if libc_name else ''})")
+        return AllocatorSetting(
+            False, f"malloc left as it is: not glibc ({platform.system()}{', ' + libc_name if libc_name else ''})"
+        )
     try:
         # the process's own symbols, glibc's among them: find_library would run ldconfig in a subprocess
         mallopt = ctypes.CDLL(None).mallopt
@@ -77,10 +80,19 @@ def _apply() -> AllocatorSetting:
         return AllocatorSetting(False, f"malloc left as it is: mallopt not found ({exc})")
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # mallopt returns 1 on success, 0 on error
-    done = all(mallopt(param, value) == 1 for param, value in
-               ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD)))
+    done = all(
+        mallopt(param, value) == 1
+        for param, value in (
+            (M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+            (M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+            (M_TOP_PAD, TOP_PAD),
+        )
+    )
     if not done:
         return AllocatorSetting(False, "malloc left as it is: glibc refused a mallopt parameter")
-    return AllocatorSetting(True, f"freed memory kept in the process (glibc malloc: buffers up to {MMAP_THRESHOLD // MIB} MiB"
-                                  f" from the heap, up to {TRIM_THRESHOLD // MIB} MiB kept free): each step's buffers are"
-                                  f" not faulted in afresh")
+    return AllocatorSetting(
+        True,
+        f"freed memory kept in the process (glibc malloc: buffers up to {MMAP_THRESHOLD // MIB} MiB"
+        f" from the heap, up to {TRIM_THRESHOLD // MIB} MiB kept free): each step's buffers are"
+        f" not faulted in afresh",
+    )

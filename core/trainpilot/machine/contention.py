@@ -8,6 +8,7 @@ Why both: the load a plan will meet changes its best thread count (on 2 cores wi
 real busy core. And a timing taken while something else grabbed a core is not the state we meant
 to measure; the meter lets the caller notice and measure again instead of learning noise.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,11 +36,16 @@ class BusyLoad:
         self.cores, self.limit_s, self.settle_s = cores, limit_s, settle_s
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def __enter__(self) -> "BusyLoad":
+    def __enter__(self) -> BusyLoad:
         code = _SPIN.format(limit=float(self.limit_s))
         for _ in range(self.cores):
             self.processes.append(
-                subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                subprocess.Popen(
+                    [sys.executable, "-c", code],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             )
         time.sleep(self.settle_s)  # let the scheduler place them before anything is timed
         return self
@@ -81,16 +87,18 @@ class ExternalCpu:
         """Average cores this process's own threads besides the timed work used (a UI, a progress bar)."""
         return self.ui_cpu_s / self.wall_s if self.wall_s > 0 else 0.0
 
-    def as_sample(self, logical_cpus: int) -> "UtilizationSample":
+    def as_sample(self, logical_cpus: int) -> UtilizationSample:
         """The load a run actually met, as the sample `Predictor.record` takes: what a run is
         learnt under should be the load during it, not a glance before it started."""
         from trainpilot.machine.monitor import UtilizationSample
 
         per_core = tuple(max(0.0, min(self.cores - i, 1.0)) * 100.0 for i in range(logical_cpus))
-        return UtilizationSample(time.time(), per_core, sum(per_core) / max(logical_cpus, 1), 0.0, 0, 0, ui_cores=self.ui_cores)
+        return UtilizationSample(
+            time.time(), per_core, sum(per_core) / max(logical_cpus, 1), 0.0, 0, 0, ui_cores=self.ui_cores
+        )
 
 
-def with_ui_load(sample: "UtilizationSample", seen_ui_cores: float, ui_cores: float) -> "UtilizationSample":
+def with_ui_load(sample: UtilizationSample, seen_ui_cores: float, ui_cores: float) -> UtilizationSample:
     """`sample` with this process's UI counted at `ui_cores` instead of the `seen_ui_cores` its
     threads used while it was taken: the busy cores change by the difference, taken from (or added
     to) the cores in proportion to how busy each was, so other processes' load stays as seen."""
@@ -165,7 +173,10 @@ class ExternalCpuMeter:
 
     def _helpers(self) -> dict[int, float]:
         """CPU seconds so far of this process's Python threads other than the timed one."""
-        ids = {t.native_id for t in threading.enumerate() if not t.name.startswith(TRAINING_THREAD_PREFIXES)} - {self._worker, None}
+        ids = {t.native_id for t in threading.enumerate() if not t.name.startswith(TRAINING_THREAD_PREFIXES)} - {
+            self._worker,
+            None,
+        }
         if not ids:
             return {}
         try:
@@ -173,7 +184,7 @@ class ExternalCpuMeter:
         except (psutil.Error, OSError):  # some platforms refuse per-thread times: count none
             return {}
 
-    def __enter__(self) -> "ExternalCpuMeter":
+    def __enter__(self) -> ExternalCpuMeter:
         self._worker = threading.get_native_id()
         self._t0 = time.perf_counter()
         self._busy0 = self._system_busy()
@@ -193,7 +204,9 @@ class ExternalCpuMeter:
         others = max((self._system_busy() - self._busy0) - (self._own() - self._own0), 0.0)
         # A UI in a process of its own is among the other processes already: moved to the UI's part,
         # and counted in full even where /proc/stat undercounts it (as this process's threads are).
-        ui_process = sum(max(cpu - self._ui0.get(pid, cpu), 0.0) for pid, cpu in _ui_processes_cpu(self._ui_processes).items())
+        ui_process = sum(
+            max(cpu - self._ui0.get(pid, cpu), 0.0) for pid, cpu in _ui_processes_cpu(self._ui_processes).items()
+        )
         others = max(others - ui_process, 0.0)
         self.result = ExternalCpu(wall, others + ui + ui_process, ui + ui_process)
 
@@ -205,8 +218,9 @@ def other_cpu_cores(window_s: float = 0.25) -> float:
     return meter.result.cores
 
 
-def wait_for_quiet(expected_cores: float = 0.0, tolerance: float = 0.2, timeout_s: float = 30.0,
-                   window_s: float = 0.25) -> float:
+def wait_for_quiet(
+    expected_cores: float = 0.0, tolerance: float = 0.2, timeout_s: float = 30.0, window_s: float = 0.25
+) -> float:
     """Wait until other processes use no more than `expected_cores + tolerance` cores (the
     expected part is load we started ourselves). Returns the seconds waited; gives up quietly
     after `timeout_s` (the caller's meter then records what it measured under)."""
@@ -217,7 +231,7 @@ def wait_for_quiet(expected_cores: float = 0.0, tolerance: float = 0.2, timeout_
     return time.monotonic() - start
 
 
-def observe_load(ui_steady: float | None = None) -> "UtilizationSample":
+def observe_load(ui_steady: float | None = None) -> UtilizationSample:
     """The machine's load before deciding, with the part this process's own UI (the threads
     beside this one) adds: the agent plans for the load the run will meet, itself included.
     With `ui_steady` (the UI's own measure of its steady load), that replaces what the UI's

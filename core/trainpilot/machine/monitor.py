@@ -2,12 +2,14 @@
 accelerator readings from platform samplers. A reading that does not exist here is reported as
 "n/a: reason", never as 0.
 """
+
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 
@@ -81,7 +83,7 @@ class Monitor:
     def _per_core_percent(self) -> tuple[float, ...]:
         now = psutil.cpu_times(percpu=True)
         out = []
-        for before, after in zip(self._last, now):
+        for before, after in zip(self._last, now, strict=False):
             total = sum(after) - sum(before)
             idle = (after.idle + getattr(after, "iowait", 0.0)) - (before.idle + getattr(before, "iowait", 0.0))
             out.append(0.0 if total <= 0 else max(0.0, min(100.0, 100.0 * (1.0 - idle / total))))
@@ -96,7 +98,9 @@ class Monitor:
             try:
                 readings.extend(sampler())
             except Exception as exc:  # a failing sampler reports itself, it never stops the others
-                readings.append(Reading(getattr(sampler, "__name__", "sampler"), None, "", note=f"sampler failed: {exc}"))
+                readings.append(
+                    Reading(getattr(sampler, "__name__", "sampler"), None, "", note=f"sampler failed: {exc}")
+                )
         return UtilizationSample(
             at=time.time(),
             per_core=per_core,

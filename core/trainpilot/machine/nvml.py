@@ -1,6 +1,7 @@
 """Reaching NVML (the `pynvml` module of nvidia-ml-py, the `cuda` extra), for the CUDA sampler
 (utilisation) and the energy meter (joules) alike: one import and one handle, so neither depends on
 the other."""
+
 from __future__ import annotations
 
 import importlib

@@ -2,14 +2,16 @@
 
 Live utilisation sampling is in `monitor`; this module answers the slower, static questions once.
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
 import platform
 import socket
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import psutil
 

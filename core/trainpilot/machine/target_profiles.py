@@ -31,6 +31,7 @@ File format (units are the ones spec sheets use; the loader converts to SI):
 Any other key, a wrong type or an impossible combination (an ANE on Linux, CUDA on macOS) is a
 ConfigError naming the file and the problem.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,12 +48,25 @@ SYSTEMS = ("Darwin", "Linux", "Windows")
 PREDICTED_NOTE = "predicted for a described machine"
 
 _TOP_KEYS = {
-    "name": str, "description": str, "sources": list, "system": str, "machine": str, "logical_cpus": int,
-    "performance_cores": int, "memory_gib": (int, float), "cpu_gflops_per_core": (int, float), "backends": dict,
+    "name": str,
+    "description": str,
+    "sources": list,
+    "system": str,
+    "machine": str,
+    "logical_cpus": int,
+    "performance_cores": int,
+    "memory_gib": (int, float),
+    "cpu_gflops_per_core": (int, float),
+    "backends": dict,
     "compression": dict,
 }
-_BACKEND_KEYS = {"peak_tflops": (int, float), "memory_bandwidth_gb_per_s": (int, float), "precision": str, "notes": str,
-                 "power_w": (int, float)}
+_BACKEND_KEYS = {
+    "peak_tflops": (int, float),
+    "memory_bandwidth_gb_per_s": (int, float),
+    "precision": str,
+    "notes": str,
+    "power_w": (int, float),
+}
 _OPTIONAL = {"notes", "power_w", "compression"}
 # Sparsity patterns a profile may say pay on its machine (see trainpilot.compress.target).
 SPARSITY_PATTERNS = ("structured", "semi-structured-2:4", "unstructured")
@@ -142,16 +156,20 @@ def _backend(name: str, table: Any, system: str, machine: str, path: Path) -> Ta
         raise ConfigError(f"[backends.{name}] must be a table", path)
     _check_keys(table, _BACKEND_KEYS, where, path)
     if table["precision"] not in PRECISIONS:
-        raise ConfigError(f"'precision'{where} must be one of {', '.join(PRECISIONS)}, got {table['precision']!r}", path)
+        raise ConfigError(
+            f"'precision'{where} must be one of {', '.join(PRECISIONS)}, got {table['precision']!r}", path
+        )
     if name in ("ane", "mps") and system != "Darwin":
         raise ConfigError(f"[backends.{name}] exists only on macOS, but system is {system}", path)
     if name == "ane" and machine != "arm64":
-        raise ConfigError("[backends.ane] needs Apple Silicon (machine = \"arm64\")", path)
+        raise ConfigError('[backends.ane] needs Apple Silicon (machine = "arm64")', path)
     if name == "cuda" and system == "Darwin":
         raise ConfigError("[backends.cuda] cannot be on macOS (no CUDA driver since macOS 10.14)", path)
     return TargetBackend(
         peak_flops=_positive(table["peak_tflops"], "peak_tflops", path, 1e12),
-        memory_bandwidth_bytes_per_s=_positive(table["memory_bandwidth_gb_per_s"], "memory_bandwidth_gb_per_s", path, 1e9),
+        memory_bandwidth_bytes_per_s=_positive(
+            table["memory_bandwidth_gb_per_s"], "memory_bandwidth_gb_per_s", path, 1e9
+        ),
         precision=table["precision"],
         notes=table.get("notes", ""),
         power_w=_positive(table["power_w"], "power_w", path) if "power_w" in table else None,
@@ -165,9 +183,13 @@ def _compression(table: Any, path: Path) -> dict[str, tuple[str, ...]]:
     patterns, sources = table["patterns"], table["sources"]
     unknown = [p for p in patterns if p not in SPARSITY_PATTERNS]
     if not patterns or unknown:
-        raise ConfigError(f"'patterns' in [compression] must list some of {', '.join(SPARSITY_PATTERNS)}, got {patterns!r}", path)
+        raise ConfigError(
+            f"'patterns' in [compression] must list some of {', '.join(SPARSITY_PATTERNS)}, got {patterns!r}", path
+        )
     if not sources or not all(isinstance(s, str) and s.strip() for s in sources):
-        raise ConfigError("'sources' in [compression] must say, in at least one non-empty string, why those patterns pay", path)
+        raise ConfigError(
+            "'sources' in [compression] must say, in at least one non-empty string, why those patterns pay", path
+        )
     return {"patterns": tuple(patterns), "sources": tuple(s.strip() for s in sources)}
 
 
@@ -186,7 +208,9 @@ def parse_target(data: dict[str, Any], path: Path) -> TargetMachine:
         raise ConfigError("'logical_cpus' and 'performance_cores' must be at least 1", path)
     if performance > logical:
         raise ConfigError(f"'performance_cores' ({performance}) cannot exceed 'logical_cpus' ({logical})", path)
-    backends = {name: _backend(name, table, data["system"], data["machine"], path) for name, table in data["backends"].items()}
+    backends = {
+        name: _backend(name, table, data["system"], data["machine"], path) for name, table in data["backends"].items()
+    }
     if "cpu" not in backends:
         raise ConfigError("[backends.cpu] is required: every machine has a CPU", path)
     return TargetMachine(

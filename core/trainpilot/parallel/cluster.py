@@ -19,6 +19,7 @@ gets logical_cpus // ranks CPU threads): a hardware profile describes one accele
 of one node cannot each have. Any other key, a wrong type or a bad value is a ConfigError naming
 the file and the key.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from trainpilot.errors import ConfigError
-from trainpilot.plans import Plan, PlanPrediction
-from trainpilot.tomlfile import read_toml
 from trainpilot.parallel.link import Link
 from trainpilot.parallel.rank_plans import MultiRankPrediction, RankSpec, predict_from_costs
+from trainpilot.plans import Plan, PlanPrediction
 from trainpilot.predict.step_cost import StepCost, step_cost
+from trainpilot.tomlfile import read_toml
 
 THIS_MACHINE = "this"
 _TOP = {"name": str, "description": str, "link": dict, "nodes": list}
@@ -70,7 +71,11 @@ def _check(table: dict[str, Any], spec: dict[str, Any], where: str, path: Path) 
             raise ConfigError(f"missing required key '{where}{key}'", path)
         value = table[key]
         if isinstance(value, bool) or not isinstance(value, kind):
-            want = "a number" if isinstance(kind, tuple) else {str: "a string", int: "an integer", dict: "a table", list: "an array of tables"}[kind]
+            want = (
+                "a number"
+                if isinstance(kind, tuple)
+                else {str: "a string", int: "an integer", dict: "a table", list: "an array of tables"}[kind]
+            )
             raise ConfigError(f"'{where}{key}' must be {want}, got {value!r}", path)
 
 
@@ -134,7 +139,9 @@ def _node_plan(node: ClusterNode, index: int, cluster: Cluster, profile: Any, lo
     target = _target(node, index, cluster.path)
     cost = CostModel.open(home, hardware=target)
     if cost.calibration is None:
-        raise ValueError(f"nodes[{index}] is this machine, which is not calibrated yet (`trainpilot headless calibrate`)")
+        raise ValueError(
+            f"nodes[{index}] is this machine, which is not calibrated yet (`trainpilot headless calibrate`)"
+        )
     machine = target.name if target is not None else "this machine"
     plans = [p for p in cost.plans() if not p.is_compiled and p.backend in ("cpu", "cuda", "mps")]
     predictions = [cost.predict(profile, p, load) for p in plans]
@@ -182,29 +189,54 @@ def plan_cluster(cluster: Cluster, profile: Any, load: Any = None, home: Any = N
     best = min(nodes, key=lambda n: n.single.predicted_s)  # type: ignore[arg-type, return-value]
     best_s = float(best.single.predicted_s)  # type: ignore[arg-type]
     pays = multi.run_s < best_s
-    verdict = (f"scaling out pays: {best_s / multi.run_s:.2f}x faster than the best single node ({best.machine}, {best.single.plan.label})"
-               if pays else
-               f"scaling out does not pay: {multi.run_s / best_s:.2f}x the time of the best single node ({best.machine}, {best.single.plan.label})")
+    verdict = (
+        f"scaling out pays: {best_s / multi.run_s:.2f}x faster than the best single node ({best.machine}, {best.single.plan.label})"
+        if pays
+        else f"scaling out does not pay: {multi.run_s / best_s:.2f}x the time of the best single node ({best.machine}, {best.single.plan.label})"
+    )
     described = any(n.cost.is_described for n in nodes)
     return {
-        "cluster": {"name": cluster.name, "description": cluster.description, "file": str(cluster.path), "ranks": cluster.ranks,
-                    "link": cluster.link.to_dict()},
+        "cluster": {
+            "name": cluster.name,
+            "description": cluster.description,
+            "file": str(cluster.path),
+            "ranks": cluster.ranks,
+            "link": cluster.link.to_dict(),
+        },
         "ranks": [
-            {"rank": r, "node": where[r], "machine": nodes[where[r]].machine, "profile": nodes[where[r]].node.profile,
-             "plan": ranks[r].plan.to_dict(), "label": ranks[r].plan.label, "share": multi.shares[r], "compute_s": multi.compute_s[r]}
+            {
+                "rank": r,
+                "node": where[r],
+                "machine": nodes[where[r]].machine,
+                "profile": nodes[where[r]].node.profile,
+                "plan": ranks[r].plan.to_dict(),
+                "label": ranks[r].plan.label,
+                "share": multi.shares[r],
+                "compute_s": multi.compute_s[r],
+            }
             for r in range(len(ranks))
         ],
         "allreduce_s": multi.allreduce_s,
         "gradient_bytes": multi.gradient_bytes,
         "step_s": multi.step_s,
         "predicted_s": multi.run_s,
-        "best_single": {"node": nodes.index(best), "machine": best.machine, "label": best.single.plan.label,
-                        "plan": best.single.plan.to_dict(), "predicted_s": best_s},
-        "single_nodes": [{"node": i, "machine": n.machine, "label": n.single.plan.label, "predicted_s": n.single.predicted_s} for i, n in enumerate(nodes)],
+        "best_single": {
+            "node": nodes.index(best),
+            "machine": best.machine,
+            "label": best.single.plan.label,
+            "plan": best.single.plan.to_dict(),
+            "predicted_s": best_s,
+        },
+        "single_nodes": [
+            {"node": i, "machine": n.machine, "label": n.single.plan.label, "predicted_s": n.single.predicted_s}
+            for i, n in enumerate(nodes)
+        ],
         "scaling_pays": pays,
         "speedup": best_s / multi.run_s,
         "verdict": verdict,
         "workload": profile.to_dict(),
         "notes": (["predicted for described machines (their published figures, not measurements)"] if described else [])
-                 + ["start-up of the ranks not included (unknown for a cluster); gradients all-reduced in fp32 after each step, no overlap with backward"],
+        + [
+            "start-up of the ranks not included (unknown for a cluster); gradients all-reduced in fp32 after each step, no overlap with backward"
+        ],
     }

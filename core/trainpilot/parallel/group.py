@@ -6,11 +6,13 @@ first). A rank that dies is noticed at once: its sockets close. Every collective
 issues goes through `RankGroup`, which turns torch's multi-line transport errors into one line
 saying which rank noticed what, and when.
 """
+
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from trainpilot.errors import TrainPilotError
 from trainpilot.parallel.rank_env import RankInfo
@@ -33,7 +35,17 @@ def describe_collective_error(exc: BaseException, timeout_s: float) -> str:
     low = text.lower()
     if "timed out" in low or "timeout" in low:
         return f"the other ranks did not answer within {timeout_s:g} s (a rank hangs or is stopped)"
-    if any(s in low for s in ("connection reset", "connection closed", "broken pipe", "connection refused", "end of file", "socket closed")):
+    if any(
+        s in low
+        for s in (
+            "connection reset",
+            "connection closed",
+            "broken pipe",
+            "connection refused",
+            "end of file",
+            "socket closed",
+        )
+    ):
         return "another rank died (its connection closed)"
     return f"{type(exc).__name__}: {text[:160]}"
 
@@ -138,9 +150,13 @@ def open_group(info: RankInfo, device_type: str = "cpu", timeout_s: float = DEFA
 
         torch.cuda.set_device(info.local_rank)
     try:
-        dist.init_process_group(backend, rank=info.rank, world_size=info.world_size, timeout=datetime.timedelta(seconds=timeout_s))
+        dist.init_process_group(
+            backend, rank=info.rank, world_size=info.world_size, timeout=datetime.timedelta(seconds=timeout_s)
+        )
     except (RuntimeError, ValueError, OSError) as exc:
-        raise PeerLost(f"rank {info.rank}: could not join the other {info.world_size - 1} rank(s) ({describe_collective_error(exc, timeout_s)})") from exc
+        raise PeerLost(
+            f"rank {info.rank}: could not join the other {info.world_size - 1} rank(s) ({describe_collective_error(exc, timeout_s)})"
+        ) from exc
     try:
         yield RankGroup(info, backend, timeout_s)
     finally:

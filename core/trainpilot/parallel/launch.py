@@ -10,6 +10,7 @@ which is what turns a dead rank into an error instead of a hang.
 Each rank writes a small report (status, message, and rank 0's result) into a directory given in
 TRAINPILOT_RANK_REPORTS, so the launching command prints one result and one error line.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,7 +55,9 @@ class LaunchOutcome:
 
     @property
     def ok(self) -> bool:
-        return all(r.exitcode in (None, 0) for r in self.ranks) and (self.leader.report or {}).get("status") == "success"
+        return (
+            all(r.exitcode in (None, 0) for r in self.ranks) and (self.leader.report or {}).get("status") == "success"
+        )
 
     def failure_message(self) -> str:
         """One line: rank 0's own reason when it has one (it names the lost peer and the checkpoint),
@@ -68,7 +71,9 @@ class LaunchOutcome:
                 return f"rank {r.rank}: {rep['message']}"
         dead = [r for r in self.ranks if r.exitcode not in (None, 0)]
         if dead:
-            return "; ".join(f"rank {r.rank} {r.how_it_ended}" + ("" if r.report else " before reporting") for r in dead)
+            return "; ".join(
+                f"rank {r.rank} {r.how_it_ended}" + ("" if r.report else " before reporting") for r in dead
+            )
         return "the ranks ended without a result"
 
 
@@ -87,7 +92,9 @@ def launched_by_trainpilot() -> bool:
     return bool(os.environ.get(REPORTS_ENV))
 
 
-def launch_local(nproc: int, args: list[str], *, shutdown_timeout_s: float = 30.0, entrypoint: str | None = None) -> LaunchOutcome:
+def launch_local(
+    nproc: int, args: list[str], *, shutdown_timeout_s: float = 30.0, entrypoint: str | None = None
+) -> LaunchOutcome:
     """Run `python <args>` as `nproc` ranks of one group on this machine and wait for all of them.
 
     `shutdown_timeout_s`: how long the agent lets the surviving ranks finish after one failed (rank

@@ -10,6 +10,7 @@ ones; until a launch has been recorded it falls back to the loopback figure and 
 Stored beside the calibration, one small JSON file per TRAINPILOT_HOME, keyed by rank count: the
 ranks are launched from this home, so its launches are the ones to learn from.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,11 @@ def _load(path: Path) -> dict[str, list[float]]:
         return {}  # none yet, or damaged: learning starts again
     if not isinstance(data, dict):
         return {}
-    return {k: [float(v) for v in vs if isinstance(v, (int, float)) and v >= 0] for k, vs in data.items() if isinstance(vs, list)}
+    return {
+        k: [float(v) for v in vs if isinstance(v, (int, float)) and v >= 0]
+        for k, vs in data.items()
+        if isinstance(vs, list)
+    }
 
 
 def record_launch(nproc: int, overhead_s: float, home: str | Path | None = None) -> None:
@@ -73,10 +78,11 @@ def launch_overhead(nproc: int, fallback_s: float, home: str | Path | None = Non
     return LaunchOverhead(statistics.median(seen), f"median of {len(seen)} measured --nproc {nproc} launch(es)")
 
 
-def with_launch_startup(link: "Link", nproc: int, home: str | Path | None = None) -> "Link":
+def with_launch_startup(link: Link, nproc: int, home: str | Path | None = None) -> Link:
     """`link` with its start-up replaced by what a real `--nproc` launch costs (see above)."""
     import dataclasses
 
     cost = launch_overhead(nproc, link.startup_s, home)
-    return dataclasses.replace(link, startup_s=cost.seconds, source=f"{link.source}; start-up {cost.seconds:.1f} s: {cost.source}")
-
+    return dataclasses.replace(
+        link, startup_s=cost.seconds, source=f"{link.source}; start-up {cost.seconds:.1f} s: {cost.source}"
+    )

@@ -11,6 +11,7 @@ On one machine the wire is loopback through gloo: its figures are measured, not 
 formula above, and the result is cached per machine with the calibration. A cluster file states
 its link instead (`cluster.py`).
 """
+
 from __future__ import annotations
 
 import json
@@ -89,7 +90,10 @@ def loopback_link(home: str | Path | None = None, *, refresh: bool = False, mach
     link = measure_loopback()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"version": CACHE_VERSION, "measured_at": time.time(), "link": link.to_dict()}, indent=1), encoding="utf-8")
+    tmp.write_text(
+        json.dumps({"version": CACHE_VERSION, "measured_at": time.time(), "link": link.to_dict()}, indent=1),
+        encoding="utf-8",
+    )
     os.replace(tmp, path)
     return link
 
@@ -103,11 +107,20 @@ def measure_loopback(sizes: tuple[int, ...] = (1 << 10, 1 << 18, 1 << 21, 1 << 2
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", GLOO_SOCKET_IFNAME=_loopback_ifname(),
-               OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        WORLD_SIZE="2",
+        GLOO_SOCKET_IFNAME=_loopback_ifname(),
+        OMP_NUM_THREADS="1",
+    )
     args = [sys.executable, "-m", "trainpilot.parallel.loopback_probe", ",".join(map(str, sizes)), str(repeats)]
     started_at = time.time()
-    procs = [subprocess.Popen(args, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    procs = [
+        subprocess.Popen(args, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in range(2)
+    ]
     outputs = []
     try:
         for p in procs:
@@ -126,8 +139,12 @@ def measure_loopback(sizes: tuple[int, ...] = (1 << 10, 1 << 18, 1 << 21, 1 << 2
     report = json.loads(outputs[0].strip().splitlines()[-1])
     bandwidth, latency = fit_link([(float(b), float(t)) for b, t in report["timings"]], 2)
     startup = float(report["ready_at"]) - started_at
-    return Link(bandwidth, latency, f"measured: gloo all-reduce between 2 processes on loopback, {len(sizes)} sizes up to {max(sizes) >> 20} MiB",
-                startup_s=max(startup, 0.0))
+    return Link(
+        bandwidth,
+        latency,
+        f"measured: gloo all-reduce between 2 processes on loopback, {len(sizes)} sizes up to {max(sizes) >> 20} MiB",
+        startup_s=max(startup, 0.0),
+    )
 
 
 def _loopback_ifname() -> str:

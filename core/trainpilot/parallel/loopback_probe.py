@@ -2,6 +2,7 @@
 0, one JSON line: {"ready_at": epoch seconds when the group formed, "timings": [[bytes, s], ...]}.
 Each timing is the median of `repeats` all-reduces after one warm-up, so a single scheduler hiccup
 on a shared machine does not become the machine's bandwidth."""
+
 from __future__ import annotations
 
 import json

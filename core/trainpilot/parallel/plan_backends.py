@@ -3,9 +3,10 @@
 The backends package knows devices only; the split backend is built from them here, so whatever
 resolves a plan's backend (the agent weighing plans, the trainer running one) uses this resolver.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from trainpilot import backends as devices
@@ -14,7 +15,7 @@ from trainpilot.parallel.split_backend import SplitBackend
 from trainpilot.plans import SPLIT
 
 
-@lru_cache(maxsize=None)
+@cache
 def _split_backend() -> SplitBackend:
     return SplitBackend()
 

@@ -1,10 +1,11 @@
 """Which rank this process is, read from the variables torchrun (and torch's elastic launcher,
 which `--nproc` uses) sets: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from trainpilot.errors import ConfigError
 
@@ -22,7 +23,7 @@ class RankInfo:
         return self.rank == 0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "RankInfo | None":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RankInfo | None:
         """This process's rank, or None when no launcher started it as one (WORLD_SIZE unset or 1:
         a world of one process is a plain run)."""
         env = os.environ if env is None else env

@@ -15,16 +15,18 @@ plan for this workload. The shares are `finish_time_shares` of those costs, unle
     multi = predict_ranks(cost, profile, [RankSpec(), RankSpec(slowdown=2.0)], load)
     choice = choose_ranks_or_single(cost, profile, [RankSpec(), RankSpec()], load)
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-from trainpilot.plans import Plan, PlanPrediction
-from trainpilot.units import seconds as fmt_s
 from trainpilot.parallel.link import Link, ring_allreduce_s
+from trainpilot.plans import Plan, PlanPrediction
 from trainpilot.predict.shares import finish_time_shares
 from trainpilot.predict.step_cost import StepCost, epoch_steps, step_cost
+from trainpilot.units import seconds as fmt_s
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,10 @@ class MultiRankPrediction:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "ranks": [{"plan": r.plan.to_dict(), "label": r.plan.label, "slowdown": r.slowdown, "busy_cores": r.busy_cores} for r in self.ranks],
+            "ranks": [
+                {"plan": r.plan.to_dict(), "label": r.plan.label, "slowdown": r.slowdown, "busy_cores": r.busy_cores}
+                for r in self.ranks
+            ],
             "shares": list(self.shares),
             "compute_s": list(self.compute_s),
             "allreduce_s": self.allreduce_s,
@@ -68,8 +73,16 @@ class RankChoice:
     reasoning: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"multi": self.multi.to_dict(), "single": {"plan": self.single.plan.to_dict(), "label": self.single.plan.label,
-                "predicted_s": self.single.predicted_s}, "chosen": self.chosen, "reasoning": list(self.reasoning)}
+        return {
+            "multi": self.multi.to_dict(),
+            "single": {
+                "plan": self.single.plan.to_dict(),
+                "label": self.single.plan.label,
+                "predicted_s": self.single.predicted_s,
+            },
+            "chosen": self.chosen,
+            "reasoning": list(self.reasoning),
+        }
 
 
 def _threads(plan: Plan) -> float:
@@ -96,13 +109,22 @@ def rank_costs(cost: Any, profile: Any, ranks: Sequence[RankSpec], load: Any) ->
         if sc is None:
             raise ValueError(f"{r.plan.label} cannot be predicted on {cost.calibration.described or 'this machine'}")
         single = cost.predict(profile, r.plan, load)
-        correction = float(single.detail.get("correction", 1.0)) * float(single.detail.get("drift", {}).get("factor", 1.0))
+        correction = float(single.detail.get("correction", 1.0)) * float(
+            single.detail.get("drift", {}).get("factor", 1.0)
+        )
         out.append(sc.scaled(r.slowdown * correction))
     return out
 
 
-def predict_ranks(cost: Any, profile: Any, ranks: Sequence[RankSpec], load: Any, *, link: Link | None = None,
-                  shares: Sequence[int] | None = None) -> MultiRankPrediction:
+def predict_ranks(
+    cost: Any,
+    profile: Any,
+    ranks: Sequence[RankSpec],
+    load: Any,
+    *,
+    link: Link | None = None,
+    shares: Sequence[int] | None = None,
+) -> MultiRankPrediction:
     """The whole run on `ranks` processes sharing each global batch of `profile.batch_size`.
     `link` None: this machine's loopback, measured once (`link.loopback_link`). `shares` None: the
     finish-time shares of the predicted rank costs; give (b // 2, b - b // 2) for the equal split."""
@@ -118,8 +140,9 @@ def predict_ranks(cost: Any, profile: Any, ranks: Sequence[RankSpec], load: Any,
     return predict_from_costs(features_of(profile), tuple(ranks), costs, link, shares)
 
 
-def predict_from_costs(feats: Any, ranks: tuple[RankSpec, ...], costs: Sequence[StepCost], link: Link,
-                       shares: Sequence[int] | None = None) -> MultiRankPrediction:
+def predict_from_costs(
+    feats: Any, ranks: tuple[RankSpec, ...], costs: Sequence[StepCost], link: Link, shares: Sequence[int] | None = None
+) -> MultiRankPrediction:
     """The multi-rank run from each rank's step cost (ranks may be on different machines: cluster.py)."""
 
     def split(batch: int) -> tuple[int, ...]:
@@ -129,36 +152,61 @@ def predict_from_costs(feats: Any, ranks: tuple[RankSpec, ...], costs: Sequence[
 
     full = split(feats.batch_size)
     if sum(full) != feats.batch_size or len(full) != len(costs):
-        raise ValueError(f"shares {tuple(full)} must be {len(costs)} integers summing to the batch ({feats.batch_size})")
+        raise ValueError(
+            f"shares {tuple(full)} must be {len(costs)} integers summing to the batch ({feats.batch_size})"
+        )
     allreduce = ring_allreduce_s(feats.weight_bytes, len(costs), link)
 
     def step(parts: tuple[int, ...]) -> tuple[tuple[float, ...], float]:
-        compute = tuple(c.step_s(n) if n else 0.0 for c, n in zip(costs, parts))
+        compute = tuple(c.step_s(n) if n else 0.0 for c, n in zip(costs, parts, strict=False))
         return compute, max(compute) + allreduce
 
     compute, step_s = step(full)
     steps, last_n = epoch_steps(feats)
     _c, last_s = step(split(last_n))
-    warmup = max(c.warmup_steps * cs for c, cs in zip(costs, compute))
+    warmup = max(c.warmup_steps * cs for c, cs in zip(costs, compute, strict=False))
     run_s = feats.epochs * (steps * step_s + last_s) + warmup + link.startup_s
-    return MultiRankPrediction(ranks, tuple(full), compute, allreduce, step_s, run_s, link, feats.weight_bytes,
-                               {"startup_s": link.startup_s, "warmup_s": warmup, "rank_busy_cores": [c.busy_cores for c in costs],
-                                "steps_per_epoch": feats.steps})
+    return MultiRankPrediction(
+        ranks,
+        tuple(full),
+        compute,
+        allreduce,
+        step_s,
+        run_s,
+        link,
+        feats.weight_bytes,
+        {
+            "startup_s": link.startup_s,
+            "warmup_s": warmup,
+            "rank_busy_cores": [c.busy_cores for c in costs],
+            "steps_per_epoch": feats.steps,
+        },
+    )
 
 
 def best_single(cost: Any, profile: Any, load: Any) -> PlanPrediction:
     """The fastest single-process plan the cost model predicts here (split plans excluded)."""
     from trainpilot.plans import SPLIT
 
-    timed = [p for p in (cost.predict(profile, plan, load) for plan in cost.plans() if plan.backend != SPLIT)
-             if not p.excluded and p.predicted_s is not None]
+    timed = [
+        p
+        for p in (cost.predict(profile, plan, load) for plan in cost.plans() if plan.backend != SPLIT)
+        if not p.excluded and p.predicted_s is not None
+    ]
     if not timed:
         raise ValueError("no single-process plan can be predicted here")
     return min(timed, key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
 
 
-def choose_ranks_or_single(cost: Any, profile: Any, ranks: Sequence[RankSpec], load: Any, *, link: Link | None = None,
-                           shares: Sequence[int] | None = None) -> RankChoice:
+def choose_ranks_or_single(
+    cost: Any,
+    profile: Any,
+    ranks: Sequence[RankSpec],
+    load: Any,
+    *,
+    link: Link | None = None,
+    shares: Sequence[int] | None = None,
+) -> RankChoice:
     """The agent's choice between the multi-rank plan and the best single-process plan, by
     predicted run time, with the trace lines that say why."""
     multi = predict_ranks(cost, profile, ranks, load, link=link, shares=shares)
@@ -175,8 +223,12 @@ def choose_ranks_or_single(cost: Any, profile: Any, ranks: Sequence[RankSpec], l
     ]
     if multi.run_s < single.predicted_s:
         chosen = "multi"
-        lines.append(f"choose {n} ranks: predicted {single.predicted_s / multi.run_s - 1:.0%} faster than {single.plan.label}")
+        lines.append(
+            f"choose {n} ranks: predicted {single.predicted_s / multi.run_s - 1:.0%} faster than {single.plan.label}"
+        )
     else:
         chosen = "single"
-        lines.append(f"choose {single.plan.label}: {n} ranks are predicted {multi.run_s / single.predicted_s - 1:.0%} slower")
+        lines.append(
+            f"choose {single.plan.label}: {n} ranks are predicted {multi.run_s / single.predicted_s - 1:.0%} slower"
+        )
     return RankChoice(multi, single, chosen, tuple(lines))

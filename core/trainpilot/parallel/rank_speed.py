@@ -6,6 +6,7 @@ stream: the run stays step-for-step equal to a single-process run. Every rank ga
 figure and computes the same shares from them (`hetero.shares`, the split planner's function), so
 no rank needs to be told its share.
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainpilot.predict.shares import finish_time_shares
 from trainpilot.parallel.group import RankGroup
+from trainpilot.predict.shares import finish_time_shares
 
 WARMUP_PASSES = 1
 TIMED_PASSES = 3  # at least this many timed passes, and
@@ -45,8 +46,13 @@ class RankSpeeds:
         return f"measured samples/s{where}: {speeds}; batch split {split}, {why}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"per_sample_s": list(self.per_sample_s), "samples_per_s": list(self.samples_per_s), "shares": list(self.shares),
-                "policy": self.policy, "source": self.source}
+        return {
+            "per_sample_s": list(self.per_sample_s),
+            "samples_per_s": list(self.samples_per_s),
+            "shares": list(self.shares),
+            "policy": self.policy,
+            "source": self.source,
+        }
 
 
 def equal_shares(batch: int, world: int) -> tuple[int, ...]:
@@ -78,7 +84,15 @@ def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: 
     return float(np.median(times)) / max(len(x), 1)
 
 
-def measure_shares(group: RankGroup, model: nn.Module, inputs: Any, labels: np.ndarray, batch: int, device: torch.device, policy: str = "measured") -> RankSpeeds:
+def measure_shares(
+    group: RankGroup,
+    model: nn.Module,
+    inputs: Any,
+    labels: np.ndarray,
+    batch: int,
+    device: torch.device,
+    policy: str = "measured",
+) -> RankSpeeds:
     """Time this rank, gather every rank's time, and split `batch` by finish time."""
     n = max(1, min(batch // group.world_size, len(labels)))
     x = torch.as_tensor(np.asarray(inputs[np.arange(n)]), dtype=torch.float32)
@@ -89,7 +103,9 @@ def measure_shares(group: RankGroup, model: nn.Module, inputs: Any, labels: np.n
     return RankSpeeds(per_sample, shares, policy)
 
 
-def refined_shares(group: RankGroup, step_per_sample_s: list[float], previous: RankSpeeds, batch: int, epoch: int) -> RankSpeeds:
+def refined_shares(
+    group: RankGroup, step_per_sample_s: list[float], previous: RankSpeeds, batch: int, epoch: int
+) -> RankSpeeds:
     """New shares from the speeds the ranks showed while training (StarPU's history-based model,
     per epoch): the probe runs for a fraction of a second before training, and a core shared with
     another process is not shared the same way then. Measured here: a rank whose core busy loops

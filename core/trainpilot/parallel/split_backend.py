@@ -8,12 +8,13 @@ single-device plan):
 - an accelerator (CUDA device, the Apple GPU) plus a CPU worker with the remaining cores.
 The host keeps the weights and the optimizer; the trainer calls `step_runner` once per plan.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trainpilot.plans import SPLIT, Availability, Plan
 from trainpilot.backends.base import Backend
+from trainpilot.plans import SPLIT, Availability, Plan
 
 if TYPE_CHECKING:
     import torch
@@ -56,7 +57,9 @@ class SplitBackend(Backend):
         kinds = dict(getattr(profile, "layer_kinds", {}) or {})
         if kinds.get("norm"):
             # the profile does not tell BatchNorm (batch statistics) from LayerNorm (per sample)
-            return Availability(False, "normalisation layers: BatchNorm's statistics on a shard differ from the whole batch's")
+            return Availability(
+                False, "normalisation layers: BatchNorm's statistics on a shard differ from the whole batch's"
+            )
         return Availability(True)
 
     def supports_plan(self, profile: Any, plan: Plan) -> Availability:
@@ -65,14 +68,17 @@ class SplitBackend(Backend):
             return Availability(False, f"a split needs at least two workers, got '{plan.mode}'")
         cpu = [w for w in workers if w.backend == "cpu"]
         if len(cpu) > 1 and any((w.threads or 1) != 1 for w in cpu):
-            return Availability(False, "CPU workers in one process share one intra-op thread count: one thread each (use --nproc for larger groups)")
+            return Availability(
+                False,
+                "CPU workers in one process share one intra-op thread count: one thread each (use --nproc for larger groups)",
+            )
         for w in workers:
             avail = self._backend(w.backend).availability()
             if not avail:
                 return Availability(False, f"worker {w.label}: {avail.reason}")
         return self.supports(profile)
 
-    def device(self, plan: Plan) -> "torch.device":
+    def device(self, plan: Plan) -> torch.device:
         import torch
 
         return torch.device("cpu")  # the host holds the weights and the optimizer state
@@ -88,13 +94,15 @@ class SplitBackend(Backend):
             if w.backend != "cpu":
                 self._backend(w.backend).synchronize(w)
 
-    def step_runner(self, model: "torch.nn.Module", plan: Plan) -> Any:
+    def step_runner(self, model: torch.nn.Module, plan: Plan) -> Any:
         from trainpilot.parallel.split_runner import SplitRunner
 
         return SplitRunner(model, plan)
 
 
-def split_candidates(resolve: Any, logical_cpus: int, profile: Any, hardware_backends: dict[str, Availability]) -> list[tuple[Plan, Availability]]:
+def split_candidates(
+    resolve: Any, logical_cpus: int, profile: Any, hardware_backends: dict[str, Availability]
+) -> list[tuple[Plan, Availability]]:
     """The split plans the agent weighs next to the single-device ones, each with whether it can run."""
     backend = resolve(SPLIT)
     avail = backend.availability()
@@ -102,6 +110,13 @@ def split_candidates(resolve: Any, logical_cpus: int, profile: Any, hardware_bac
         return [(Plan(SPLIT), avail)]
     out = []
     for plan in backend.plans(logical_cpus):
-        why = next((hardware_backends[w.backend] for w in plan.workers if w.backend in hardware_backends and not hardware_backends[w.backend]), None)
+        why = next(
+            (
+                hardware_backends[w.backend]
+                for w in plan.workers
+                if w.backend in hardware_backends and not hardware_backends[w.backend]
+            ),
+            None,
+        )
         out.append((plan, why if why is not None else backend.supports_plan(profile, plan)))
     return out

@@ -19,6 +19,7 @@ epoch's last smaller batch, give the spread of n), and every batch is divided by
 with its share (all overhead), the split is even. Fitting time per sample alone would feed back:
 a worker given more samples looks faster per sample when its step has a fixed part.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,11 +40,20 @@ WINDOW = 24  # recent steps per worker in the fit: a few epochs' worth of spread
 
 # Layers whose training-mode output depends on the rest of the batch or on a random draw: a shard
 # would not compute what the whole batch computes, so the split would not be the same step.
-BATCH_DEPENDENT = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd, nn.AlphaDropout, nn.FeatureAlphaDropout)
+BATCH_DEPENDENT = (
+    nn.modules.batchnorm._BatchNorm,
+    nn.modules.dropout._DropoutNd,
+    nn.AlphaDropout,
+    nn.FeatureAlphaDropout,
+)
 
 
 def batch_dependent_layers(model: nn.Module) -> list[str]:
-    return [f"{name or type(m).__name__} ({type(m).__name__})" for name, m in model.named_modules() if isinstance(m, BATCH_DEPENDENT)]
+    return [
+        f"{name or type(m).__name__} ({type(m).__name__})"
+        for name, m in model.named_modules()
+        if isinstance(m, BATCH_DEPENDENT)
+    ]
 
 
 class WorkerModel:
@@ -84,9 +94,15 @@ class SplitRunner:
             raise BackendUnavailable(f"a split plan needs at least two workers, got '{plan.mode}'")
         bad = batch_dependent_layers(model)
         if bad:
-            raise BackendUnavailable(f"cannot split a batch across workers: {', '.join(bad[:3])} compute(s) something different on a shard than on the whole batch")
-        self.devices = [torch.device(w.device or w.backend) if w.backend != "cpu" else torch.device("cpu") for w in self.workers]
-        self.replicas: list[nn.Module | None] = [None if d.type == "cpu" else copy.deepcopy(model).to(d) for d in self.devices]
+            raise BackendUnavailable(
+                f"cannot split a batch across workers: {', '.join(bad[:3])} compute(s) something different on a shard than on the whole batch"
+            )
+        self.devices = [
+            torch.device(w.device or w.backend) if w.backend != "cpu" else torch.device("cpu") for w in self.workers
+        ]
+        self.replicas: list[nn.Module | None] = [
+            None if d.type == "cpu" else copy.deepcopy(model).to(d) for d in self.devices
+        ]
         self.models = [WorkerModel() for _ in self.workers]
         self.last_shares: tuple[int, ...] = ()
         self.last_worker_s: tuple[float, ...] = ()
@@ -107,7 +123,9 @@ class SplitRunner:
             return finish_time_shares(batch, [1.0 if i != self.steps % k else 1.5 for i in range(k)])
         return finish_time_shares(batch, [1.0] * k)
 
-    def forward_backward(self, model: nn.Module, loss_fn: Any, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_backward(
+        self, model: nn.Module, loss_fn: Any, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Set every parameter's .grad to the whole batch's mean-loss gradient; return (logits, loss)
         of the whole batch, as `loss.backward()` on one device would have."""
         params = [p for p in model.parameters() if p.requires_grad]
@@ -115,9 +133,11 @@ class SplitRunner:
         bounds = [0]
         for n in shares:
             bounds.append(bounds[-1] + n)
-        jobs = [(i, x[bounds[i]:bounds[i + 1]], y[bounds[i]:bounds[i + 1]]) for i, n in enumerate(shares) if n]
+        jobs = [(i, x[bounds[i] : bounds[i + 1]], y[bounds[i] : bounds[i + 1]]) for i, n in enumerate(shares) if n]
 
-        def work(i: int, xs: torch.Tensor, ys: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor, tuple[Any, ...], float]:
+        def work(
+            i: int, xs: torch.Tensor, ys: torch.Tensor
+        ) -> tuple[int, torch.Tensor, torch.Tensor, tuple[Any, ...], float]:
             start = time.perf_counter()
             replica = self.replicas[i]
             if replica is None:
@@ -126,7 +146,7 @@ class SplitRunner:
                 net, device = replica, self.devices[i]
                 net_params = [p for p in replica.parameters() if p.requires_grad]
                 with torch.no_grad():
-                    for mine, host in zip(net_params, params):
+                    for mine, host in zip(net_params, params, strict=False):
                         mine.copy_(host, non_blocking=True)
                 net.train(model.training)
                 xs, ys = xs.to(device, non_blocking=True), ys.to(device, non_blocking=True)

@@ -17,6 +17,7 @@ would compute it (up to float summation order).
 Every rank walks the same seeded batch order (the single-process trainer's), taking its slice of
 each batch; a short last batch is split again by the same speeds.
 """
+
 from __future__ import annotations
 
 import time
@@ -142,7 +143,7 @@ def gradient_hook(clock: StepClock, figures: StepFigures) -> Any:
 
         def unpack(fut):  # type: ignore[no-untyped-def]
             out = fut.value()[0]
-            figures.summed = [float(v) for v in out[grads.numel():].cpu()]
+            figures.summed = [float(v) for v in out[grads.numel() :].cpu()]
             grads.copy_(out[: grads.numel()])
             return grads
 

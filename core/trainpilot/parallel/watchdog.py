@@ -10,11 +10,12 @@ A rank asked to stop (the launcher sends SIGTERM to the survivors when one rank 
 next step boundary; `expire_within` bounds how long that may take, so a hung rank that cannot reach
 one still ends instead of waiting for the launcher's 30 s SIGKILL.
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class Watchdog:
@@ -33,7 +34,7 @@ class Watchdog:
         deadline = time.monotonic() + seconds
         self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
 
-    def __enter__(self) -> "Watchdog":
+    def __enter__(self) -> Watchdog:
         self.beat()
         self._thread.start()
         return self

@@ -18,6 +18,7 @@ Modules, one concept each:
   auto         quick calibration the first time a machine is seen
   planning     plan a job without training (`trainpilot headless plan`)
 """
+
 from __future__ import annotations
 
 from trainpilot.predict.auto import ensure_calibrated, open_calibrated

@@ -6,19 +6,27 @@ shared with whatever else runs on the machine, so a full run waits (within a bud
 processes to settle and measures a point again when they took a core during it; what remains is
 written into the notes.
 """
+
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Callable
 
+from trainpilot.machine.contention import BusyLoad, ExternalCpuMeter, wait_for_quiet
 from trainpilot.plans import Plan
 from trainpilot.predict.calibration import Calibration, PlanCalibration, StateRates, plan_key
-from trainpilot.machine.contention import BusyLoad, ExternalCpuMeter, wait_for_quiet
 from trainpilot.predict.features import COLUMNS, WorkFeatures
 from trainpilot.predict.fit import relative_nnls
-from trainpilot.predict.microbench import FULL_SUITE, QUICK_SUITE, BenchSpec, bench_features, memory_bandwidth, time_training_steps
+from trainpilot.predict.microbench import (
+    FULL_SUITE,
+    QUICK_SUITE,
+    BenchSpec,
+    bench_features,
+    memory_bandwidth,
+    time_training_steps,
+)
 
 Progress = Callable[[float, str], None]
 
@@ -61,15 +69,18 @@ class _WaitBudget:
         self.left -= wait_for_quiet(expected_cores=busy, tolerance=0.15, timeout_s=min(self.left, 5.0), window_s=0.1)
 
 
-def _measure_point(spec: BenchSpec, plan: Plan, busy: int, min_seconds: float, attempts: int,
-                   budget: _WaitBudget) -> tuple[float, float, float]:
+def _measure_point(
+    spec: BenchSpec, plan: Plan, busy: int, min_seconds: float, attempts: int, budget: _WaitBudget
+) -> tuple[float, float, float]:
     """(steady step s, first-step extra s, external cores) of the least disturbed attempt."""
     best: tuple[float, float, float] | None = None
     for _ in range(attempts):
         budget.wait(busy)
         with ExternalCpuMeter() as meter:
             steady, first = time_training_steps(
-                spec, plan.threads if plan.backend == "cpu" else None, min_seconds,
+                spec,
+                plan.threads if plan.backend == "cpu" else None,
+                min_seconds,
                 device=(plan.device or plan.backend) if plan.backend in ("cuda", "mps") else "cpu",
                 sync=_device_sync(plan.backend),
             )
@@ -82,30 +93,37 @@ def _measure_point(spec: BenchSpec, plan: Plan, busy: int, min_seconds: float, a
     return best
 
 
-def fit_state(features: list[WorkFeatures], steady: list[float], first: list[float], batch: list[int],
-              external: list[float], names: list[str] | None = None, base: StateRates | None = None,
-              kinds: list[str] | None = None) -> StateRates:
+def fit_state(
+    features: list[WorkFeatures],
+    steady: list[float],
+    first: list[float],
+    batch: list[int],
+    external: list[float],
+    names: list[str] | None = None,
+    base: StateRates | None = None,
+    kinds: list[str] | None = None,
+) -> StateRates:
     """Fit one plan in one CPU state. With `base` (the same plan idle), the fit is of what the
     busy core *adds* to the idle coefficients (each addition >= 0: contention never speeds a step
     up), which leaves far fewer ways for heavy-tailed contended timings to mislead it."""
     import numpy as np
 
-    rows = np.array([f.step_row(b) for f, b in zip(features, batch)])
+    rows = np.array([f.step_row(b) for f, b in zip(features, batch, strict=False)])
     base_vec = np.array(base.vector()) if base is not None else np.zeros(len(COLUMNS))
     delta, err = relative_nnls(rows, np.array(steady), base=rows @ base_vec if base is not None else None)
     coef = base_vec + delta
-    warmup = statistics.median(f / s for f, s in zip(first, steady) if s > 0) if steady else 1.0
+    warmup = statistics.median(f / s for f, s in zip(first, steady, strict=False) if s > 0) if steady else 1.0
     sustained: dict[str, float] = {}
-    for kind, f, b, s in zip(kinds or [], features, batch, steady):
+    for kind, f, b, s in zip(kinds or [], features, batch, steady, strict=False):
         if kind in ("conv", "dense", "recurrent") and s > 0:
             sustained[kind] = max(sustained.get(kind, 0.0), f.total_flops * b / s)
     return StateRates(
-        coef=dict(zip(COLUMNS, (float(c) for c in coef))),
+        coef=dict(zip(COLUMNS, (float(c) for c in coef), strict=False)),
         fit_error=err,
         warmup_steps=float(warmup),
         points=len(steady),
         external_load=float(statistics.fmean(external)) if external else 0.0,
-        samples=tuple(zip(names or [""] * len(steady), steady, first, external)),
+        samples=tuple(zip(names or [""] * len(steady), steady, first, external, strict=False)),
         sustained_flops=sustained,
     )
 
@@ -155,9 +173,16 @@ def run_calibration(
                 first.append(f)
                 external.append(e)
                 done += 1
-        rates = fit_state(features, steady, first, [spec.batch for spec in suite], external,
-                          [spec.name for spec in suite], base=measured.get((plan_key(plan), 0)) if busy else None,
-                          kinds=[spec.kind for spec in suite])
+        rates = fit_state(
+            features,
+            steady,
+            first,
+            [spec.batch for spec in suite],
+            external,
+            [spec.name for spec in suite],
+            base=measured.get((plan_key(plan), 0)) if busy else None,
+            kinds=[spec.kind for spec in suite],
+        )
         measured[(plan_key(plan), busy)] = rates
         if rates.external_load > NOISE_TOLERANCE_CORES:
             notes.append(f"{label}: other processes used {rates.external_load:.1f} cores while it was measured")

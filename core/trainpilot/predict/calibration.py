@@ -5,6 +5,7 @@ model (`features.COLUMNS`) in two CPU states: idle, and next to one core kept bu
 process. A described machine (`target_profiles.TargetMachine`) gets the same structure derived
 from its published figures instead (`derive.calibration_for_target`).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,7 @@ class StateRates:
         return 1.0 / c if c > 0 else None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StateRates":
+    def from_dict(cls, data: dict[str, Any]) -> StateRates:
         return cls(
             coef={str(k): float(v) for k, v in data["coef"].items()},
             fit_error=float(data.get("fit_error", 0.0)),
@@ -71,7 +72,7 @@ class PlanCalibration:
     memory_bandwidth_bytes_per_s: float | None = None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PlanCalibration":
+    def from_dict(cls, data: dict[str, Any]) -> PlanCalibration:
         return cls(
             plan=Plan.from_dict(data["plan"]),
             idle=StateRates.from_dict(data["idle"]),
@@ -136,7 +137,7 @@ class Calibration:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Calibration":
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
         if int(data.get("version", 0)) != FORMAT_VERSION:
             raise ValueError(f"calibration format {data.get('version')} (this TrainPilot reads {FORMAT_VERSION})")
         return cls(

@@ -22,12 +22,14 @@ time (`trainpilot headless calibrate --compile` prints the table).
 So there a compiled plan is predicted, shown and never chosen; on a machine where inductor's code
 wins, a long enough run makes it the fastest plan.
 """
+
 from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from trainpilot.predict.features import KINDS, WorkFeatures
 
@@ -50,9 +52,16 @@ class CompileSample:
     recompile_s: float  # the step with a new batch shape minus a steady one: one more graph
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CompileSample":
-        return cls(str(data["name"]), str(data["kind"]), {str(k): int(v) for k, v in data["layers"].items()},
-                   float(data["eager_step_s"]), float(data["compiled_step_s"]), float(data["first_compile_s"]), float(data["recompile_s"]))
+    def from_dict(cls, data: dict[str, Any]) -> CompileSample:
+        return cls(
+            str(data["name"]),
+            str(data["kind"]),
+            {str(k): int(v) for k, v in data["layers"].items()},
+            float(data["eager_step_s"]),
+            float(data["compiled_step_s"]),
+            float(data["first_compile_s"]),
+            float(data["recompile_s"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class CompileCalibration:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CompileCalibration":
+    def from_dict(cls, data: dict[str, Any]) -> CompileCalibration:
         floats = lambda key: {str(k): float(v) for k, v in data[key].items()}  # noqa: E731
         return cls(
             threads=int(data["threads"]),
@@ -99,7 +108,9 @@ class CompileCalibration:
         return self.step_ratio.get(kind, 1.0) * eager_step_s + self.step_overhead_s.get(kind, 0.0)
 
 
-def fit_compile(samples: list[CompileSample], threads: int, torch_version: str, duration_s: float) -> CompileCalibration:
+def fit_compile(
+    samples: list[CompileSample], threads: int, torch_version: str, duration_s: float
+) -> CompileCalibration:
     """Per kind of network: compile seconds per learnable layer (the mean over that kind's networks
     of one graph's compile time over its layers) and the step model (two networks: ratio and fixed
     overhead, by non-negative least squares; one: the ratio alone). `once_s` from the first
@@ -117,14 +128,20 @@ def fit_compile(samples: list[CompileSample], threads: int, torch_version: str, 
         if mine:
             per_layer[kind] = float(np.mean([s.recompile_s / max(sum(s.layers.values()), 1) for s in mine]))
         if len(mine) >= 2:
-            coef, _ = relative_nnls(np.array([[s.eager_step_s, 1.0] for s in mine]), np.array([s.compiled_step_s for s in mine]), robust=False)
+            coef, _ = relative_nnls(
+                np.array([[s.eager_step_s, 1.0] for s in mine]),
+                np.array([s.compiled_step_s for s in mine]),
+                robust=False,
+            )
             ratio[kind], overhead[kind] = float(coef[0]), float(coef[1])
         elif mine:
             ratio[kind], overhead[kind] = mine[0].compiled_step_s / mine[0].eager_step_s, 0.0
-    return CompileCalibration(threads, float(once), per_layer, ratio, overhead, torch_version, tuple(samples), duration_s)
+    return CompileCalibration(
+        threads, float(once), per_layer, ratio, overhead, torch_version, tuple(samples), duration_s
+    )
 
 
-def bench_layers(spec: "BenchSpec") -> dict[str, int]:
+def bench_layers(spec: BenchSpec) -> dict[str, int]:
     """Learnable layers by kind of a micro-benchmark network (microbench.build_bench_model)."""
     if spec.kind == "conv":
         return {"conv": spec.layers - 1, "dense": 1}
@@ -133,7 +150,9 @@ def bench_layers(spec: "BenchSpec") -> dict[str, int]:
     return {"dense": spec.layers}
 
 
-def measure_compile(threads: int, specs: "tuple[BenchSpec, ...] | None" = None, progress: Progress | None = None) -> CompileCalibration:
+def measure_compile(
+    threads: int, specs: tuple[BenchSpec, ...] | None = None, progress: Progress | None = None
+) -> CompileCalibration:
     """Compile and train each network (eager first, for the ratio), inductor's caches off."""
     import torch
     import torch._inductor.config as inductor_config
@@ -162,8 +181,17 @@ def measure_compile(threads: int, specs: "tuple[BenchSpec, ...] | None" = None, 
                 steady = min(bench.timed(3) for _ in range(3))  # compiled steps are regular; the least disturbed block
                 say((i + 0.7) / len(specs), f"{spec.name}: recompiling for a smaller batch")
                 recompile = bench.timed(batch=max(spec.batch // 2, 1))
-                samples.append(CompileSample(spec.name, spec.kind if spec.kind != "tiny" else "dense", bench_layers(spec),
-                                             eager, steady, max(first - steady, 0.0), max(recompile - steady, 0.0)))
+                samples.append(
+                    CompileSample(
+                        spec.name,
+                        spec.kind if spec.kind != "tiny" else "dense",
+                        bench_layers(spec),
+                        eager,
+                        steady,
+                        max(first - steady, 0.0),
+                        max(recompile - steady, 0.0),
+                    )
+                )
     finally:
         torch.set_num_threads(previous)
         torch._dynamo.reset()

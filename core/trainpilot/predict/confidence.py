@@ -9,6 +9,7 @@ errors does not eat the predicted margin:
 A 2x margin with 25 % error gives ~0.97; a 5 % margin with the same error ~0.55; with 5 % error
 (after a few runs of this workload) the 5 % margin already gives ~0.75.
 """
+
 from __future__ import annotations
 
 import math

@@ -10,6 +10,7 @@ calibration on the machine this was written on (AMD EPYC, 2 cores) measured marg
 0.8x (dense), 1.5x (conv, oneDNN) and 0.9x (LSTM) of that figure, fixed costs of ~0.3-0.5 ms per
 step, ~0.3 ms per layer and ~0.1 ms per recurrent time step.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -50,7 +51,7 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
 def target_plans(target: Any) -> list[Plan]:
     """The plans a described machine offers: every CPU thread count, one plan per accelerator."""
     plans = [Plan("cpu", threads=t) for t in thread_counts(int(_field(target, "logical_cpus", 1) or 1))]
-    for name in (_field(target, "backends", {}) or {}):
+    for name in _field(target, "backends", {}) or {}:
         if name == "cuda":
             plans.append(Plan("cuda", device="cuda:0"))
         elif name == "mps":
@@ -91,7 +92,12 @@ def calibration_for_target(target: Any) -> Calibration:
         peak = float(_field(spec, "peak_flops", 0.0) or 0.0) * factor
         bandwidth = float(_field(spec, "memory_bandwidth_bytes_per_s", 0.0) or 0.0) or cpu_bw
         if plan.backend == "ane":
-            rates = _rates(peak, {"conv": ANE_EFFICIENCY, "dense": ANE_EFFICIENCY}, bandwidth, {"step": 1e-3, "layer": 0.0, "seq": 0.0})
+            rates = _rates(
+                peak,
+                {"conv": ANE_EFFICIENCY, "dense": ANE_EFFICIENCY},
+                bandwidth,
+                {"step": 1e-3, "layer": 0.0, "seq": 0.0},
+            )
         else:
             rates = _rates(peak, ACCEL_EFFICIENCY, bandwidth, ACCEL_FIXED)
         plans[plan_key(plan)] = PlanCalibration(plan, rates, None, bandwidth)

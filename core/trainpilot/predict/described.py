@@ -12,12 +12,13 @@ CUDA on an RTX 4090 box. The ANE is predicted in its frozen-backbone mode with e
 layer but the last on the Neural Engine (the seed's "train on the ANE", as close as a public
 API gets: Core ML runs the forward pass there, the head trains on the CPU).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trainpilot.plans import Plan
 from trainpilot.machine.target_profiles import PREDICTED_NOTE, TargetMachine, resolve_target
+from trainpilot.plans import Plan
 
 if TYPE_CHECKING:
     from trainpilot.job.workload import WorkloadProfile
@@ -33,7 +34,7 @@ class PredictedSeconds(float):
     plan: str
     note: str | None
 
-    def __new__(cls, seconds: float, machine: str, plan: str, note: str | None = None) -> "PredictedSeconds":
+    def __new__(cls, seconds: float, machine: str, plan: str, note: str | None = None) -> PredictedSeconds:
         value = super().__new__(cls, seconds)
         value.machine, value.plan, value.note = machine, plan, note
         return value
@@ -46,7 +47,7 @@ class PredictedSeconds(float):
         return {"predicted_s": float(self), "machine": self.machine, "plan": self.plan, "note": self.note}
 
 
-def described_plan(profile: "WorkloadProfile", backend: str) -> tuple[Plan, str | None]:
+def described_plan(profile: WorkloadProfile, backend: str) -> tuple[Plan, str | None]:
     """The plan of `backend` a described machine runs this workload on, and why it cannot (or None)."""
     if backend != "ane":
         return Plan(backend, device="cuda:0" if backend == "cuda" else backend), None
@@ -60,7 +61,9 @@ def described_plan(profile: "WorkloadProfile", backend: str) -> tuple[Plan, str 
     return plan, None if support else support.reason
 
 
-def predict_described(profile: "WorkloadProfile", backend: str, machine: "str | TargetMachine | None" = None) -> PredictedSeconds:
+def predict_described(
+    profile: WorkloadProfile, backend: str, machine: str | TargetMachine | None = None
+) -> PredictedSeconds:
     """Whole-run seconds for `profile` on `backend` of a described machine (a shipped profile's name,
     a .toml path, or a TargetMachine; default DESCRIBED_FOR[backend]). ValueError when it has no
     such backend or the workload cannot run there."""
@@ -80,5 +83,7 @@ def predict_described(profile: "WorkloadProfile", backend: str, machine: "str | 
     roof = estimate(features_of(profile), plan, 0.0, calibration_for_target(target))  # a described machine is idle
     if roof is None:
         raise ValueError(f"the figures of {target.name} cannot predict {plan.label}")
-    label = plan.label + (f", first {profile.layers - 1} of {profile.layers} layers on the Neural Engine" if backend == "ane" else "")
+    label = plan.label + (
+        f", first {profile.layers - 1} of {profile.layers} layers on the Neural Engine" if backend == "ane" else ""
+    )
     return PredictedSeconds(roof.run_s, target.name, label, PREDICTED_NOTE)

@@ -19,12 +19,13 @@ to 30 %. Replaying seven recorded decisions-benchmark histories (benchmarks/repl
 warm MAPE missed the oracle + 1 point in 4 of them before (by 1.4-3.0 points over the oracle); with
 the median it is at most 0.7 points above the oracle in all seven.
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from trainpilot.predict.interval import weighted_quantile
 from trainpilot.predict.learning import Observation, correction
@@ -87,7 +88,9 @@ def drift(residuals: Sequence[Residual], busy_weight: float, now: float | None =
     den = 0.0
     runs = 0
     for r in residuals:
-        w = math.exp(-max(now - r.at, 0.0) / DRIFT_TAU_S) * math.exp(-(((busy_weight - r.busy_weight) / STATE_SCALE) ** 2))
+        w = math.exp(-max(now - r.at, 0.0) / DRIFT_TAU_S) * math.exp(
+            -(((busy_weight - r.busy_weight) / STATE_SCALE) ** 2)
+        )
         if w < 1e-3:
             continue
         points.append((r.log_residual, w))

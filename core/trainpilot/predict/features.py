@@ -4,6 +4,7 @@ The step-time model (see `roofline`) is linear in these features, so the same fu
 calibration fit (profiles of the micro-benchmark models) and the prediction (the user's profile):
 whatever `profile_model` counts or misses, it counts or misses the same way on both sides.
 """
+
 from __future__ import annotations
 
 import math
@@ -117,7 +118,9 @@ def features_of(profile: Any, epochs: int | None = None) -> WorkFeatures:
     extra = _get(profile, "extra") or {}
     if kinds.get("recurrent"):
         # nn.LSTM(num_layers=k) is one module; the profile may say how many stacked layers it has.
-        recurrent_layers = int(extra.get("recurrent_layers", kinds["recurrent"])) if isinstance(extra, dict) else kinds["recurrent"]
+        recurrent_layers = (
+            int(extra.get("recurrent_layers", kinds["recurrent"])) if isinstance(extra, dict) else kinds["recurrent"]
+        )
     return WorkFeatures(
         flops_by_kind=split_flops(profile),
         forward_flops=float(_get(profile, "forward_flops_per_sample", 0.0) or 0.0),
@@ -133,7 +136,9 @@ def features_of(profile: Any, epochs: int | None = None) -> WorkFeatures:
     )
 
 
-def kind_breakdown(model: Any, flop_counts: dict[str, dict[Any, int]], samples: int, recurrent_forward_flops: float = 0.0) -> dict[str, Any]:
+def kind_breakdown(
+    model: Any, flop_counts: dict[str, dict[Any, int]], samples: int, recurrent_forward_flops: float = 0.0
+) -> dict[str, Any]:
     """What `workload.profile_model` can add to a profile's `extra` for the cost model, from the
     FlopCounterMode it already ran (no second pass):
 
@@ -152,7 +157,15 @@ def kind_breakdown(model: Any, flop_counts: dict[str, dict[Any, int]], samples: 
         if isinstance(module, (nn.LSTM, nn.GRU, nn.RNN)):
             recurrent_layers += module.num_layers * (2 if module.bidirectional else 1)
             continue
-        kind = "conv" if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)) else "dense" if isinstance(module, nn.Linear) else None
+        kind = (
+            "conv"
+            if isinstance(
+                module, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+            )
+            else "dense"
+            if isinstance(module, nn.Linear)
+            else None
+        )
         if kind is None:
             continue
         counts = flop_counts.get(f"{root}.{name}" if name else root, {})

@@ -10,18 +10,20 @@ deliberately simple and documented:
 
 `throughput(threads)` is measured once per process on a dense forward+backward (~0.2 s).
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from trainpilot.plans import Decision, Plan, PlanPrediction
 from trainpilot.units import seconds as fmt_s
 
 if TYPE_CHECKING:
-    from trainpilot.machine.monitor import UtilizationSample
     from trainpilot.job.workload import WorkloadProfile
+    from trainpilot.machine.monitor import UtilizationSample
 
 # "Low" CPU utilisation for the cascade's conv -> ANE rule: below half of the machine busy, the
 # host has room to feed the Neural Engine and run the PyTorch side of the job.
@@ -61,11 +63,11 @@ def measured_cpu_flops(threads: int) -> float:
         return rate
 
 
-def free_cores(load: "UtilizationSample", logical_cpus: int) -> float:
+def free_cores(load: UtilizationSample, logical_cpus: int) -> float:
     return max(logical_cpus - load.busy_cores, 0.0)
 
 
-def load_penalty(threads: int, load: "UtilizationSample", logical_cpus: int) -> float:
+def load_penalty(threads: int, load: UtilizationSample, logical_cpus: int) -> float:
     """Slow-down of a `threads`-thread plan when other work holds some cores: none while every
     thread has a free core, rising linearly to OVERSUBSCRIBED_PENALTY once a whole core is missing."""
     deficit = threads - max(free_cores(load, logical_cpus), 1.0)
@@ -78,19 +80,31 @@ class FirstEstimate:
     """A `Predictor` that needs no calibration. Accelerator plans get no time estimate here (the
     rule cascade decides them); the cost model replaces this once the machine is calibrated."""
 
-    def __init__(self, logical_cpus: int | None = None, throughput: "Callable[[int], float] | None" = None):
+    def __init__(self, logical_cpus: int | None = None, throughput: Callable[[int], float] | None = None):
         from trainpilot.machine.probe import usable_cpus
 
         self.logical_cpus = logical_cpus or usable_cpus()
         self.throughput = throughput or measured_cpu_flops  # FLOP/s at a thread count
 
-    def predict(self, profile: "WorkloadProfile", plan: Plan, load: "UtilizationSample") -> PlanPrediction:
+    def predict(self, profile: WorkloadProfile, plan: Plan, load: UtilizationSample) -> PlanPrediction:
         if plan.workers:  # what a split costs (its workers' shares, the interpreter lock) needs calibration
-            return PlanPrediction(plan, None, excluded_reason="a split is predicted only from this machine's calibration (`trainpilot headless calibrate`)", source="estimate")
+            return PlanPrediction(
+                plan,
+                None,
+                excluded_reason="a split is predicted only from this machine's calibration (`trainpilot headless calibrate`)",
+                source="estimate",
+            )
         if plan.backend != "cpu":
-            return PlanPrediction(plan, None, source="estimate", detail={"note": "no measured throughput for this device yet"})
+            return PlanPrediction(
+                plan, None, source="estimate", detail={"note": "no measured throughput for this device yet"}
+            )
         if plan.is_compiled:  # compiling's cost is only known to the calibrated cost model
-            return PlanPrediction(plan, None, excluded_reason="torch.compile plans need the calibrated cost model (`trainpilot headless calibrate --compile`)", source="estimate")
+            return PlanPrediction(
+                plan,
+                None,
+                excluded_reason="torch.compile plans need the calibrated cost model (`trainpilot headless calibrate --compile`)",
+                source="estimate",
+            )
         threads = plan.threads or self.logical_cpus
         flops = self.throughput(threads)
         step_s = profile.flops_per_sample * profile.batch_size / flops + STEP_OVERHEAD_S
@@ -100,15 +114,20 @@ class FirstEstimate:
             plan,
             epoch_s * profile.epochs,
             source="estimate",
-            detail={"per_epoch_s": epoch_s, "flops_per_s": flops, "load_penalty": penalty, "relative_error": 0.5,
-                    "interval": first_estimate_interval(epoch_s * profile.epochs)},
+            detail={
+                "per_epoch_s": epoch_s,
+                "flops_per_s": flops,
+                "load_penalty": penalty,
+                "relative_error": 0.5,
+                "interval": first_estimate_interval(epoch_s * profile.epochs),
+            },
         )
 
     def decide(
         self,
-        profile: "WorkloadProfile",
+        profile: WorkloadProfile,
         predictions: list[PlanPrediction],
-        load: "UtilizationSample",
+        load: UtilizationSample,
         hardware: dict[str, Any],
     ) -> Decision:
         return rule_cascade_decision(profile, predictions, load, hardware)
@@ -156,9 +175,9 @@ def cascade_backend(profile: Any, hardware: dict[str, Any]) -> tuple[str, float,
 
 
 def rule_cascade_decision(
-    profile: "WorkloadProfile",
+    profile: WorkloadProfile,
     predictions: list[PlanPrediction],
-    load: "UtilizationSample",
+    load: UtilizationSample,
     hardware: dict[str, Any],
 ) -> Decision:
     """Backend from the cascade; within it, the plan (thread count) with the lowest estimate."""

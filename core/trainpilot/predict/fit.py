@@ -4,6 +4,7 @@ Every coefficient of the step-time model is a cost (seconds per step, per layer,
 byte), so none may be negative: a negative FLOP cost fitted to noise would predict that a bigger
 model trains faster. Lawson-Hanson active-set NNLS, small and exact for the ~10x8 systems we fit.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,14 @@ def nnls(a: np.ndarray, b: np.ndarray, max_iter: int | None = None) -> np.ndarra
     return x
 
 
-def relative_nnls(rows: np.ndarray, seconds: np.ndarray, base: np.ndarray | None = None, robust: bool = True,
-                  huber: float = 0.2, iterations: int = 4) -> tuple[np.ndarray, float]:
+def relative_nnls(
+    rows: np.ndarray,
+    seconds: np.ndarray,
+    base: np.ndarray | None = None,
+    robust: bool = True,
+    huber: float = 0.2,
+    iterations: int = 4,
+) -> tuple[np.ndarray, float]:
     """Fit coefficients so that base + rows @ coef ~ seconds with *relative* errors weighted
     equally (a 1 ms step and a 100 ms step count the same), each column scaled to unit size for
     conditioning. `base` (default 0) is a known part of each time, e.g. the idle prediction when

@@ -10,18 +10,20 @@ SQLite still reports the file locked. A file that is not a database, or that a n
 wrote (schema version above ours), is set aside under a new name with a message, and a fresh
 history starts: losing the learned corrections costs a few runs of accuracy, a crash costs the run.
 """
+
 from __future__ import annotations
 
 import json
-import math
 import logging
+import math
 import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from trainpilot.plans import Plan
 
@@ -85,7 +87,9 @@ class RunRecord:
     cpu_percent: float
     predicted_s: float | None
     actual_s: float
-    status: str  # running (as stored while it runs; see runlog.effective_status) | success | failed | interrupted | crashed
+    status: (
+        str  # running (as stored while it runs; see runlog.effective_status) | success | failed | interrupted | crashed
+    )
     epochs: int  # planned
     epochs_done: int
     id: int | None = None
@@ -189,7 +193,9 @@ class History:
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise _SetAside(f"written by a newer TrainPilot (history schema {version}, this one reads {SCHEMA_VERSION})")
+            raise _SetAside(
+                f"written by a newer TrainPilot (history schema {version}, this one reads {SCHEMA_VERSION})"
+            )
         # A quick structural check: a truncated or overwritten file fails here, not mid-run.
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
@@ -255,9 +261,31 @@ class History:
 
     # ---------------------------------------------------------------- writing and reading
 
-    _MEASURED = ("recorded_at", "machine_id", "footprint", "model", "params", "flops_per_sample", "dataset_size",
-                 "batch_size", "profile_json", "backend", "threads", "device", "mode", "busy_cores", "cpu_percent",
-                 "predicted_s", "actual_s", "status", "epochs", "epochs_done", "energy_j", "energy_source", "ui_cores")
+    _MEASURED = (
+        "recorded_at",
+        "machine_id",
+        "footprint",
+        "model",
+        "params",
+        "flops_per_sample",
+        "dataset_size",
+        "batch_size",
+        "profile_json",
+        "backend",
+        "threads",
+        "device",
+        "mode",
+        "busy_cores",
+        "cpu_percent",
+        "predicted_s",
+        "actual_s",
+        "status",
+        "epochs",
+        "epochs_done",
+        "energy_j",
+        "energy_source",
+        "ui_cores",
+    )
 
     @staticmethod
     def _measured(record: RunRecord) -> tuple[Any, ...]:
@@ -290,6 +318,7 @@ class History:
 
     def _write(self, sql: str, values: tuple[Any, ...], conn: sqlite3.Connection | None = None) -> int:
         """One statement, committed; on `conn` (kept open by its owner) or on a connection of its own."""
+
         def write() -> int:
             own = conn or self._connect()
             try:
@@ -319,22 +348,33 @@ class History:
 
     def start(self, record: RunRecord, *, pid: int, host: str, process_started_at: float | None) -> int:
         """A run begins: its row, status "running", with the process that runs it. Returns the row id."""
-        return self._insert(replace(record, status="running"), {
-            "pid": pid, "host": host, "process_started_at": process_started_at,
-            "started_at": record.started_at or record.recorded_at, "learn": 0,
-        })
+        return self._insert(
+            replace(record, status="running"),
+            {
+                "pid": pid,
+                "host": host,
+                "process_started_at": process_started_at,
+                "started_at": record.started_at or record.recorded_at,
+                "learn": 0,
+            },
+        )
 
     def progress(self, row_id: int, *, checkpoint_epoch: int, conn: sqlite3.Connection | None = None) -> None:
         """A checkpoint was written: the row says up to which epoch the run can be resumed.
         `conn`: an open connection from `connection()` (a running session keeps one)."""
-        self._write("UPDATE runs SET checkpoint_epoch = ?, epochs_done = MAX(epochs_done, ?) WHERE id = ?",
-                    (int(checkpoint_epoch), int(checkpoint_epoch), int(row_id)), conn)
+        self._write(
+            "UPDATE runs SET checkpoint_epoch = ?, epochs_done = MAX(epochs_done, ?) WHERE id = ?",
+            (int(checkpoint_epoch), int(checkpoint_epoch), int(row_id)),
+            conn,
+        )
 
     def finish(self, row_id: int, record: RunRecord, *, learn: bool = True) -> None:
         """The run ended: its final status and figures. `learn=False` keeps it out of the cost model
         (a run that timed two plans at once, or trained nothing)."""
         sets = ", ".join(f"{name} = ?" for name in self._MEASURED)
-        changed = self._write(f"UPDATE runs SET {sets}, learn = ? WHERE id = ?", (*self._measured(record), int(learn), int(row_id)))
+        changed = self._write(
+            f"UPDATE runs SET {sets}, learn = ? WHERE id = ?", (*self._measured(record), int(learn), int(row_id))
+        )
         if not changed:  # the row is gone (the file was set aside meanwhile): keep the run anyway
             self.add(replace(record, learn=learn))
 
@@ -426,8 +466,18 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
     )
 
 
-def run_record(*, run_id: str, machine_id: str, profile: Any, plan: Any, load: Any, predicted_s: float | None,
-               actual_s: float, status: str, epochs_done: int) -> "RunRecord":
+def run_record(
+    *,
+    run_id: str,
+    machine_id: str,
+    profile: Any,
+    plan: Any,
+    load: Any,
+    predicted_s: float | None,
+    actual_s: float,
+    status: str,
+    epochs_done: int,
+) -> RunRecord:
     """One history row for a run of `profile` on `plan` under `load` (a UtilizationSample)."""
     return RunRecord(
         run_id=run_id,

@@ -24,12 +24,13 @@ spread: run times on a shared machine are heavy-tailed (one run in ten meets a b
 busy state the warm errors' standard deviation came out 1.4-2.8x their median-based spread, which
 widened every warm interval past what it needed.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, median
-from typing import Sequence
 
 from trainpilot.predict.learning import Observation, plan_match
 
@@ -63,7 +64,13 @@ class Interval:
     runs: float  # measured errors behind it (effective count; the prior adds PRIOR_RUNS)
 
     def to_dict(self) -> dict[str, float | str]:
-        return {"low_s": self.low_s, "high_s": self.high_s, "kind": self.kind, "runs": round(self.runs, 1), "level": LEVEL}
+        return {
+            "low_s": self.low_s,
+            "high_s": self.high_s,
+            "kind": self.kind,
+            "runs": round(self.runs, 1),
+            "level": LEVEL,
+        }
 
 
 @dataclass(frozen=True)
@@ -103,11 +110,20 @@ def repeat_noise(observations: Sequence[Observation], busy_weight: float) -> tup
     groups: dict[tuple[object, ...], list[tuple[float, float]]] = {}
     for o in observations:
         rec = o.record
-        key = (rec.footprint, rec.plan.backend, rec.plan.threads, rec.plan.mode, rec.plan.device, round(o.busy_weight / SAME_STATE))
+        key = (
+            rec.footprint,
+            rec.plan.backend,
+            rec.plan.threads,
+            rec.plan.mode,
+            rec.plan.device,
+            round(o.busy_weight / SAME_STATE),
+        )
         groups.setdefault(key, []).append((o.log_ratio, o.busy_weight))
     half_normal = NormalDist()
-    deviations = [(NOISE_PRIOR_SIGMA * half_normal.inv_cdf(0.5 + (i + 0.5) / (2 * PRIOR_POINTS)), NOISE_PRIOR_DOF / PRIOR_POINTS)
-                  for i in range(PRIOR_POINTS)]
+    deviations = [
+        (NOISE_PRIOR_SIGMA * half_normal.inv_cdf(0.5 + (i + 0.5) / (2 * PRIOR_POINTS)), NOISE_PRIOR_DOF / PRIOR_POINTS)
+        for i in range(PRIOR_POINTS)
+    ]
     dof = 0.0
     for members in groups.values():
         k = len(members)
@@ -141,8 +157,13 @@ def noise_floor(bounds: tuple[float, float, float], sigma: float, runs_behind: i
 def runs_behind(observations: Sequence[Observation], footprint: str, plan: object, busy_weight: float) -> int:
     """Earlier runs of this workload on this plan in a similar load state: a prediction with any
     is warm."""
-    return sum(1 for o in observations if o.record.footprint == footprint and plan_match(plan, o.record.plan) == 1.0  # type: ignore[arg-type]
-               and abs(o.busy_weight - busy_weight) <= SAME_STATE)
+    return sum(
+        1
+        for o in observations
+        if o.record.footprint == footprint
+        and plan_match(plan, o.record.plan) == 1.0  # type: ignore[arg-type]
+        and abs(o.busy_weight - busy_weight) <= SAME_STATE
+    )
 
 
 def prior_sigma(kind: str, fit_error: float, noise_sigma: float = NOISE_PRIOR_SIGMA, runs_behind: int = 1) -> float:
@@ -153,7 +174,9 @@ def prior_sigma(kind: str, fit_error: float, noise_sigma: float = NOISE_PRIOR_SI
     return max(2.5 * fit_error, MIN_COLD_SIGMA)  # cold errors run ~2-3x the calibration's fit residual
 
 
-def log_bounds(samples: Sequence[ErrorSample], kind: str, busy_weight: float, sigma: float) -> tuple[float, float, float]:
+def log_bounds(
+    samples: Sequence[ErrorSample], kind: str, busy_weight: float, sigma: float
+) -> tuple[float, float, float]:
     """(ln low factor, ln high factor, measured runs behind them) for a prediction of `kind`."""
     points: list[tuple[float, float]] = []
     normal = NormalDist()
@@ -193,10 +216,21 @@ def weighted_quantile(points: list[tuple[float, float]], q: float) -> float:
     return ordered[-1][0]
 
 
-def interval(predicted_s: float, samples: Sequence[ErrorSample], kind: str, busy_weight: float, fit_error: float,
-             noise_sigma: float = NOISE_PRIOR_SIGMA, runs_behind: int = 1) -> Interval:
+def interval(
+    predicted_s: float,
+    samples: Sequence[ErrorSample],
+    kind: str,
+    busy_weight: float,
+    fit_error: float,
+    noise_sigma: float = NOISE_PRIOR_SIGMA,
+    runs_behind: int = 1,
+) -> Interval:
     sigma = prior_sigma(kind, fit_error, noise_sigma, runs_behind)
-    return around(predicted_s, noise_floor(log_bounds(samples, kind, busy_weight, sigma), noise_sigma, runs_behind if kind == WARM else 0), kind)
+    return around(
+        predicted_s,
+        noise_floor(log_bounds(samples, kind, busy_weight, sigma), noise_sigma, runs_behind if kind == WARM else 0),
+        kind,
+    )
 
 
 def around(predicted_s: float, bounds: tuple[float, float, float], kind: str) -> Interval:
@@ -205,7 +239,9 @@ def around(predicted_s: float, bounds: tuple[float, float, float], kind: str) ->
     return Interval(predicted_s * math.exp(lo), predicted_s * math.exp(hi), kind, runs)
 
 
-def scaled(bounds: dict[str, float] | None, predicted_s: float | None, value_s: float | None) -> tuple[float | None, float | None]:
+def scaled(
+    bounds: dict[str, float] | None, predicted_s: float | None, value_s: float | None
+) -> tuple[float | None, float | None]:
     """The same relative interval around another time derived from the prediction (an epoch's
     share, the remaining time, an ETA): (low, high), or (None, None) when there is none."""
     if not bounds or not predicted_s or value_s is None or predicted_s <= 0:

@@ -15,11 +15,12 @@ Measured error: the weighted RMS of log(actual / predicted) of the predictions T
 before past runs of a similar kind, with the calibration's own fit residual as a prior. It falls
 as predictions improve, and feeds the confidence.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from trainpilot.plans import Plan
 from trainpilot.predict.calibration import Calibration
@@ -46,7 +47,7 @@ class Observation:
     busy_weight: float
     log_ratio: float  # ln(actual / roofline now)
     log_error: float | None  # ln(actual / predicted then)
-    shape: "Shape"  # what similarity compares, computed once
+    shape: Shape  # what similarity compares, computed once
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Shape:
     layers: int
 
     @classmethod
-    def of(cls, f: WorkFeatures) -> "Shape":
+    def of(cls, f: WorkFeatures) -> Shape:
         return cls(f.dominant_kind, math.log(max(f.total_flops, 1.0)), math.log(max(f.batch_size, 1)), f.layers)
 
 
@@ -100,7 +101,16 @@ def observe(records: Iterable[RunRecord], calibration: Calibration) -> list[Obse
             # the prediction was for the planned epochs; scale it to the epochs actually done
             scaled = rec.predicted_s * rec.epochs_done / max(rec.epochs, 1)
             log_error = math.log(rec.actual_s / scaled)
-        out.append(Observation(rec, feats, state_weight(rec.busy_cores), math.log(rec.actual_s / roof.run_s), log_error, Shape.of(feats)))
+        out.append(
+            Observation(
+                rec,
+                feats,
+                state_weight(rec.busy_cores),
+                math.log(rec.actual_s / roof.run_s),
+                log_error,
+                Shape.of(feats),
+            )
+        )
     return out
 
 
@@ -110,7 +120,11 @@ def similarity(a: WorkFeatures | Shape, b: WorkFeatures | Shape) -> float:
     sa = a if isinstance(a, Shape) else Shape.of(a)
     sb = b if isinstance(b, Shape) else Shape.of(b)
     kind = 1.0 if sa.kind == sb.kind else 0.15
-    d = (sa.log_flops - sb.log_flops) ** 2 / 2.0 + (sa.log_batch - sb.log_batch) ** 2 / 1.28 + (sa.layers - sb.layers) ** 2 / 8.0
+    d = (
+        (sa.log_flops - sb.log_flops) ** 2 / 2.0
+        + (sa.log_batch - sb.log_batch) ** 2 / 1.28
+        + (sa.layers - sb.layers) ** 2 / 8.0
+    )
     return kind * math.exp(-d)
 
 
@@ -129,12 +143,18 @@ def similarities(obs: list[Observation], feats: WorkFeatures) -> list[float]:
     return [similarity(shape, o.shape) for o in obs]
 
 
-def correction(obs: list[Observation], footprint: str, feats: WorkFeatures, plan: Plan, busy_weight: float,
-               sims: list[float] | None = None) -> Correction:
+def correction(
+    obs: list[Observation],
+    footprint: str,
+    feats: WorkFeatures,
+    plan: Plan,
+    busy_weight: float,
+    sims: list[float] | None = None,
+) -> Correction:
     values: list[tuple[float, float]] = []  # (log ratio, weight)
     exact = similar = 0
     sims = sims if sims is not None else similarities(obs, feats)
-    for o, sim in zip(obs, sims):
+    for o, sim in zip(obs, sims, strict=False):
         pm = plan_match(plan, o.record.plan)
         if pm == 0.0:
             continue
@@ -183,7 +203,9 @@ def robust_mean(values: list[tuple[float, float]], scale: float = HUBER_SCALE) -
     return centre
 
 
-def measured_error(obs: list[Observation], feats: WorkFeatures, prior: float, sims: list[float] | None = None) -> tuple[float, float]:
+def measured_error(
+    obs: list[Observation], feats: WorkFeatures, prior: float, sims: list[float] | None = None
+) -> tuple[float, float]:
     """(RMS relative error of past predictions for this kind of workload, evidence in runs).
     Recent runs count more than old ones: the model that made them has learnt since."""
     num = prior**2 * ERROR_PRIOR_RUNS
@@ -191,7 +213,7 @@ def measured_error(obs: list[Observation], feats: WorkFeatures, prior: float, si
     evidence = 0.0
     sims = sims if sims is not None else similarities(obs, feats)
     decay = 1.0
-    for o, sim in zip(obs, sims):  # newest first
+    for o, sim in zip(obs, sims, strict=False):  # newest first
         decay *= 0.97
         if o.log_error is None:
             continue

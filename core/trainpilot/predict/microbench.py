@@ -5,12 +5,14 @@ user's workload goes through, so the fit sees the features the prediction will s
 
 torch is imported inside the functions: this module is reachable from the CLI's --help path.
 """
+
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -65,7 +67,7 @@ QUICK_SUITE: tuple[BenchSpec, ...] = tuple(FULL_SUITE[i] for i in (0, 3, 5, 7, 8
 COMPILE_SUITE: tuple[BenchSpec, ...] = tuple(FULL_SUITE[i] for i in (3, 7, 9, 11, 14))
 
 
-def build_bench_model(spec: BenchSpec) -> "torch.nn.Module":
+def build_bench_model(spec: BenchSpec) -> torch.nn.Module:
     from torch import nn
 
     classes = 10
@@ -104,7 +106,7 @@ def build_bench_model(spec: BenchSpec) -> "torch.nn.Module":
     raise ValueError(f"unknown micro-benchmark kind {spec.kind!r}")
 
 
-def bench_features(spec: BenchSpec) -> "WorkFeatures":
+def bench_features(spec: BenchSpec) -> WorkFeatures:
     """Profile the benchmark network with the product's own profiler, then read its features."""
     from trainpilot.job.workload import profile_model
     from trainpilot.predict.features import features_of
@@ -124,8 +126,13 @@ class BenchTrainer:
     (numpy batch -> tensor, Adam, cross-entropy, accuracy count). `run` is what trains: the model
     itself, or a compiled wrapper around it (compile_cost.py)."""
 
-    def __init__(self, spec: BenchSpec, device: str = "cpu", sync: Callable[[], None] | None = None,
-                 wrap: Callable[["torch.nn.Module"], "torch.nn.Module"] | None = None):
+    def __init__(
+        self,
+        spec: BenchSpec,
+        device: str = "cpu",
+        sync: Callable[[], None] | None = None,
+        wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+    ):
         import numpy as np
         import torch
 
@@ -186,8 +193,13 @@ def steady_step_s(bench: BenchTrainer, min_seconds: float) -> float:
     return statistics.fmean(sorted(blocks)[:-1]) if len(blocks) > 2 else statistics.fmean(blocks)
 
 
-def time_training_steps(spec: BenchSpec, threads: int | None, min_seconds: float, device: str = "cpu",
-                        sync: Callable[[], None] | None = None) -> tuple[float, float]:
+def time_training_steps(
+    spec: BenchSpec,
+    threads: int | None,
+    min_seconds: float,
+    device: str = "cpu",
+    sync: Callable[[], None] | None = None,
+) -> tuple[float, float]:
     """Train the benchmark network; return (seconds per steady step, extra seconds of the first step).
     `threads` is set for the measurement and restored after."""
     import torch
@@ -232,4 +244,10 @@ def memory_bandwidth(threads: int | None, min_seconds: float = 0.1, megabytes: i
 
 
 def describe_spec(spec: BenchSpec) -> dict[str, Any]:
-    return {"kind": spec.kind, "input_shape": list(spec.input_shape), "width": spec.width, "layers": spec.layers, "batch": spec.batch}
+    return {
+        "kind": spec.kind,
+        "input_shape": list(spec.input_shape),
+        "width": spec.width,
+        "layers": spec.layers,
+        "batch": spec.batch,
+    }

@@ -11,13 +11,15 @@
 Until the machine is calibrated it predicts with the first estimate and decides with the
 documented rule cascade (`predict/first_estimate.py`), so the agent always has an answer.
 """
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from trainpilot.plans import Decision, Plan, PlanPrediction
 from trainpilot.predict.calibration import Calibration, load_calibration, save_calibration
@@ -25,14 +27,32 @@ from trainpilot.predict.confidence import confidence_from_margin
 from trainpilot.predict.drift import DRIFT_MAX_RUNS, NO_DRIFT, Drift, Residual, drift, recent_residuals, residual_of
 from trainpilot.predict.features import features_of
 from trainpilot.predict.history import History, HistoryUnavailable, RunRecord
-from trainpilot.predict.interval import COLD, WARM, around, error_samples, log_bounds, noise_floor, prior_sigma, repeat_noise, runs_behind
-from trainpilot.predict.learning import COLD_ERROR_FACTOR, Observation, correction, measured_error, observe, similarities, state_weight
+from trainpilot.predict.interval import (
+    COLD,
+    WARM,
+    around,
+    error_samples,
+    log_bounds,
+    noise_floor,
+    prior_sigma,
+    repeat_noise,
+    runs_behind,
+)
+from trainpilot.predict.learning import (
+    COLD_ERROR_FACTOR,
+    Observation,
+    correction,
+    measured_error,
+    observe,
+    similarities,
+    state_weight,
+)
 from trainpilot.predict.roofline import estimate
 
 if TYPE_CHECKING:
-    from trainpilot.machine.probe import HardwareInfo
-    from trainpilot.machine.monitor import UtilizationSample
     from trainpilot.job.workload import WorkloadProfile
+    from trainpilot.machine.monitor import UtilizationSample
+    from trainpilot.machine.probe import HardwareInfo
 
 LOG = logging.getLogger("trainpilot.predict")
 DESCRIBED_MARK = "predicted for a described machine"
@@ -43,7 +63,7 @@ def _is_target(obj: Any) -> bool:
     return obj is not None and hasattr(obj, "cpu_flops_per_core") and hasattr(obj, "backends")
 
 
-def _busy(load: "UtilizationSample | None") -> float:
+def _busy(load: UtilizationSample | None) -> float:
     return float(load.busy_cores) if load is not None else 0.0
 
 
@@ -81,7 +101,9 @@ class CostModel:
         # "Now" for the drift, which weighs recent runs by age: the wall clock, or the moment a
         # recorded run was predicted at when a benchmark history is replayed (benchmarks/replay_decisions.py).
         self.clock: Callable[[], float] = time.time
-        self._intervals: dict[Any, tuple[float, float, float]] = {}  # (kind, state, fit, runs behind) -> bounds (interval.py)
+        self._intervals: dict[
+            Any, tuple[float, float, float]
+        ] = {}  # (kind, state, fit, runs behind) -> bounds (interval.py)
         self._noise: dict[float, float] = {}  # load state -> the repeat noise there (interval.repeat_noise)
         self._errors: tuple[int, list[Any]] = (-1, [])  # (observation version, interval.error_samples)
 
@@ -91,10 +113,10 @@ class CostModel:
     def open(
         cls,
         home: Path | str | None = None,
-        hardware: "HardwareInfo | Any | None" = None,
+        hardware: HardwareInfo | Any | None = None,
         *,
         history_path: Path | str | None = None,
-    ) -> "CostModel":
+    ) -> CostModel:
         """Open the model for this machine (`hardware` = a `HardwareInfo`, probed when None) or
         for a described machine (`hardware` = a `TargetMachine`). `home` overrides the data
         directory (default: `paths.data_home()`); `history_path` the history database alone."""
@@ -169,8 +191,12 @@ class CostModel:
             out.extend(get_backend(name).plans(self.logical_cpus))
         return out
 
-    def calibrate(self, progress: Callable[[float, str], None] | None = None, quick: bool = False,
-                  wait_budget_s: float | None = None) -> Calibration:
+    def calibrate(
+        self,
+        progress: Callable[[float, str], None] | None = None,
+        quick: bool = False,
+        wait_budget_s: float | None = None,
+    ) -> Calibration:
         """Measure this machine (every available backend, every thread count) and store it.
         `wait_budget_s`: how long it may wait for other processes to go quiet (see calibrate.py)."""
         if self.is_described:
@@ -178,7 +204,9 @@ class CostModel:
         from trainpilot.predict.calibrate import run_calibration
 
         measurable = [p for p in self.plans() if not p.is_compiled]  # compiling is calibrate_compile's
-        calibration = run_calibration(self.machine_id, self.logical_cpus, measurable, progress=progress, quick=quick, wait_budget_s=wait_budget_s)
+        calibration = run_calibration(
+            self.machine_id, self.logical_cpus, measurable, progress=progress, quick=quick, wait_budget_s=wait_budget_s
+        )
         kept = self.calibration.compile if self.calibration is not None else None
         if kept is not None and kept.torch_version == calibration.torch_version:
             calibration = replace(calibration, compile=kept)  # torch.compile was measured separately; still valid
@@ -246,7 +274,7 @@ class CostModel:
 
     # ---------------------------------------------------------------- Predictor protocol
 
-    def predict(self, profile: "WorkloadProfile", plan: Plan, load: "UtilizationSample") -> PlanPrediction:
+    def predict(self, profile: WorkloadProfile, plan: Plan, load: UtilizationSample) -> PlanPrediction:
         if self.calibration is None:
             return self._fallback_predictor().predict(profile, plan, load)
         feats = features_of(profile)
@@ -277,15 +305,27 @@ class CostModel:
         source = "history" if corr.spoke else "roofline"
         detail: dict[str, Any] = {
             # a fresh model's first-step warm-up, or compiling, happens once per run, not per epoch
-            "per_epoch_s": (run_s - (roof.breakdown.get("warmup", 0.0) + roof.breakdown.get("compile", 0.0)) * corr.factor * shift.factor) / feats.epochs,
+            "per_epoch_s": (
+                run_s
+                - (roof.breakdown.get("warmup", 0.0) + roof.breakdown.get("compile", 0.0)) * corr.factor * shift.factor
+            )
+            / feats.epochs,
             "roofline_s": roof.run_s,
             "correction": corr.factor,
             "drift": {"factor": round(shift.factor, 4), "recent_runs": shift.runs, "weight": round(shift.weight, 2)},
-            "history_runs": {"same_workload": corr.exact_runs, "similar": corr.similar_runs, "weight": round(corr.weight, 2)},
+            "history_runs": {
+                "same_workload": corr.exact_runs,
+                "similar": corr.similar_runs,
+                "weight": round(corr.weight, 2),
+            },
             "relative_error": error,
             "error_evidence_runs": round(evidence, 1),
             "breakdown_s": {k: round(v, 4) for k, v in roof.breakdown.items()},
-            "load": {"busy_cores": round(busy, 2), "busy_state_weight": round(roof.busy_weight, 2), "extra_factor": round(roof.extra_factor, 2)},
+            "load": {
+                "busy_cores": round(busy, 2),
+                "busy_state_weight": round(roof.busy_weight, 2),
+                "extra_factor": round(roof.extra_factor, 2),
+            },
             "flops_per_s": {k: round(1.0 / c, 0) for k, c in self._rates(plan).items()},
         }
         detail["interval"] = self._interval(run_s, obs, profile.footprint, plan, busy, roof.fit_error).to_dict()
@@ -298,7 +338,9 @@ class CostModel:
             detail["split"] = split_detail(feats, plan, busy, self.calibration)
         return PlanPrediction(plan, run_s, source=source, detail=detail)
 
-    def _interval(self, run_s: float, obs: list[Observation], footprint: str, plan: Plan, busy: float, fit_error: float) -> Any:
+    def _interval(
+        self, run_s: float, obs: list[Observation], footprint: str, plan: Plan, busy: float, fit_error: float
+    ) -> Any:
         """The 80 % interval from the measured errors of this kind of prediction, never narrower than
         the measured repeat noise (interval.py); the errors are gathered once per history version,
         the noise once per load state, the bounds once per kind, load state and runs behind."""
@@ -331,7 +373,7 @@ class CostModel:
             return {}
         return {k: cal.idle.coef[k] for k in ("conv", "dense", "recurrent") if cal.idle.coef.get(k, 0.0) > 0}
 
-    def _unsupported(self, profile: "WorkloadProfile", plan: Plan) -> str | None:
+    def _unsupported(self, profile: WorkloadProfile, plan: Plan) -> str | None:
         """On a described machine nobody asked the backend whether it can run the workload (the
         agent does that for this machine's plans): ask it here, from the profile alone."""
         if not self.is_described or plan.backend != "ane":
@@ -362,8 +404,15 @@ class CostModel:
         shift = prediction.detail.get("drift", {})
         compiling = prediction.detail.get("breakdown_s", {}).get("compile")
         drifted = shift.get("recent_runs") and abs(shift.get("factor", 1.0) - 1.0) >= 0.01
-        notes = (f"; compiling takes ~{compiling:.1f}s of it" if compiling else "") + prediction.detail.get("split", {}).get("note", "") + (
-            f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran" if drifted else "")
+        notes = (
+            (f"; compiling takes ~{compiling:.1f}s of it" if compiling else "")
+            + prediction.detail.get("split", {}).get("note", "")
+            + (
+                f"; x{shift['factor']:.2f} for how this machine's last {shift['recent_runs']} run(s) ran"
+                if drifted
+                else ""
+            )
+        )
         if prediction.source != "history":
             if prediction.source != "roofline":
                 return prediction.source
@@ -376,9 +425,9 @@ class CostModel:
 
     def decide(
         self,
-        profile: "WorkloadProfile",
+        profile: WorkloadProfile,
         predictions: list[PlanPrediction],
-        load: "UtilizationSample",
+        load: UtilizationSample,
         hardware: dict[str, Any],
     ) -> Decision:
         if self.calibration is None:
@@ -386,16 +435,28 @@ class CostModel:
 
             decision = rule_cascade_decision(profile, predictions, load, hardware)
             note = "cost model: this machine is not calibrated yet, so the documented rule cascade decides"
-            return Decision(decision.plan, decision.predicted_s, decision.confidence, (note, *decision.reasoning), decision.margin, decision.policy)
+            return Decision(
+                decision.plan,
+                decision.predicted_s,
+                decision.confidence,
+                (note, *decision.reasoning),
+                decision.margin,
+                decision.policy,
+            )
         return self._decide_calibrated(profile, predictions, load)
 
-    def _decide_calibrated(self, profile: "WorkloadProfile", predictions: list[PlanPrediction], load: "UtilizationSample") -> Decision:
+    def _decide_calibrated(
+        self, profile: WorkloadProfile, predictions: list[PlanPrediction], load: UtilizationSample
+    ) -> Decision:
         lines: list[str] = []
         if self.is_described:
             lines.append(f"{DESCRIBED_MARK} '{self.calibration.described}' (figures, not measurements)")  # type: ignore[union-attr]
         # Each plan's prediction and each exclusion is already a step of the agent's trace (with
         # `explain`); the decision's reasoning adds only what compares them.
-        timed = sorted((p for p in predictions if not p.excluded and p.predicted_s is not None), key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
+        timed = sorted(
+            (p for p in predictions if not p.excluded and p.predicted_s is not None),
+            key=lambda p: p.predicted_s,  # type: ignore[arg-type, return-value]
+        )
         if not timed:
             # Nothing could be predicted: the CPU with every thread always exists.
             plan = Plan("cpu", threads=self.logical_cpus)
@@ -427,9 +488,9 @@ class CostModel:
 
     def record(
         self,
-        profile: "WorkloadProfile",
+        profile: WorkloadProfile,
         plan: Plan,
-        load: "UtilizationSample",
+        load: UtilizationSample,
         predicted_s: float | None,
         actual_s: float,
         *,
@@ -451,8 +512,17 @@ class CostModel:
             from trainpilot.predict.history import run_record
 
             rec = replace(
-                run_record(run_id=run_id, machine_id=self.machine_id, profile=profile, plan=plan, load=load,
-                           predicted_s=predicted_s, actual_s=actual_s, status=status, epochs_done=epochs_done),
+                run_record(
+                    run_id=run_id,
+                    machine_id=self.machine_id,
+                    profile=profile,
+                    plan=plan,
+                    load=load,
+                    predicted_s=predicted_s,
+                    actual_s=actual_s,
+                    status=status,
+                    epochs_done=epochs_done,
+                ),
                 energy_j=getattr(energy, "joules", None),
                 energy_source=getattr(energy, "source", None),
             )

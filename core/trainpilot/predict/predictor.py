@@ -4,6 +4,7 @@ Two implementations: `estimate.FirstEstimate` (FLOPs over a measured CPU through
 rule cascade as the policy) and `predict.CostModel` (calibrated roofline + run history). The agent
 only speaks this protocol, so the cost model replaces the first estimate without touching it.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -11,21 +12,21 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from trainpilot.plans import Decision, Plan, PlanPrediction
 
 if TYPE_CHECKING:
-    from trainpilot.machine.monitor import UtilizationSample
     from trainpilot.job.workload import WorkloadProfile
+    from trainpilot.machine.monitor import UtilizationSample
 
 
 @runtime_checkable
 class Predictor(Protocol):
-    def predict(self, profile: "WorkloadProfile", plan: Plan, load: "UtilizationSample") -> PlanPrediction:
+    def predict(self, profile: WorkloadProfile, plan: Plan, load: UtilizationSample) -> PlanPrediction:
         """Whole-run seconds for `profile.epochs` epochs; detail["per_epoch_s"] per epoch."""
         ...
 
     def decide(
         self,
-        profile: "WorkloadProfile",
+        profile: WorkloadProfile,
         predictions: list[PlanPrediction],
-        load: "UtilizationSample",
+        load: UtilizationSample,
         hardware: dict[str, Any],
     ) -> Decision:
         """Pick among the non-excluded predictions and say why, with a confidence in [0, 1]."""
@@ -33,9 +34,9 @@ class Predictor(Protocol):
 
     def record(
         self,
-        profile: "WorkloadProfile",
+        profile: WorkloadProfile,
         plan: Plan,
-        load: "UtilizationSample",
+        load: UtilizationSample,
         predicted_s: float | None,
         actual_s: float,
         *,

@@ -9,6 +9,7 @@ The c_* come from calibration: 1/c_k is the sustained FLOP/s of layer kind k, 1/
 memory bandwidth for element-wise traffic, the rest fixed costs. Each plan has them idle and next
 to one busy core; the observed load picks between (see `load_weights`).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,17 +17,18 @@ from typing import Any
 from trainpilot.plans import Plan
 from trainpilot.predict.calibration import Calibration, PlanCalibration, StateRates
 from trainpilot.predict.features import COLUMNS, WorkFeatures
-from trainpilot.predict.split_cost import split_estimate
 from trainpilot.predict.roofline_terms import RooflineEstimate, load_weights
+from trainpilot.predict.split_cost import split_estimate
+
 
 def _dot(row: list[float], rates: StateRates) -> float:
-    return sum(a * b for a, b in zip(row, rates.vector()))
+    return sum(a * b for a, b in zip(row, rates.vector(), strict=False))
 
 
 def _terms(row: list[float], rates: StateRates) -> dict[str, float]:
     v = rates.vector()
-    parts = [a * b for a, b in zip(row, v)]
-    by = dict(zip(COLUMNS, parts))
+    parts = [a * b for a, b in zip(row, v, strict=False)]
+    by = dict(zip(COLUMNS, parts, strict=False))
     return {
         "overhead": by["step"] + by["layer"] + by["seq"],
         "compute": by["conv"] + by["dense"] + by["recurrent"],
@@ -34,7 +36,9 @@ def _terms(row: list[float], rates: StateRates) -> dict[str, float]:
     }
 
 
-def estimate(features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration) -> RooflineEstimate | None:
+def estimate(
+    features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration
+) -> RooflineEstimate | None:
     """Whole-run seconds for `plan`, or None when calibration has nothing for its backend."""
     if plan.is_compiled:
         return _compiled_estimate(features, plan, busy_cores, calibration)
@@ -68,7 +72,9 @@ def estimate(features: WorkFeatures, plan: Plan, busy_cores: float, calibration:
     return RooflineEstimate(run_s, epoch_s, step_s, terms, w, extra, float(fit_error))
 
 
-def _compiled_estimate(features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration) -> RooflineEstimate | None:
+def _compiled_estimate(
+    features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration
+) -> RooflineEstimate | None:
     """A torch.compile plan: the eager plan's steps made compiled steps, plus the compile itself
     (compile_cost.py) in place of the eager first-step warm-up. None until compiling was measured."""
     cc = calibration.compile
@@ -80,11 +86,20 @@ def _compiled_estimate(features: WorkFeatures, plan: Plan, busy_cores: float, ca
     compile_s = cc.compile_s(features)
     terms = {k: v * epoch_s / max(eager.per_epoch_s, 1e-12) for k, v in eager.breakdown.items() if k != "warmup"}
     terms.update(warmup=0.0, compile=compile_s)
-    return RooflineEstimate(features.epochs * epoch_s + compile_s, epoch_s, step_s, terms,
-                            eager.busy_weight, eager.extra_factor, eager.fit_error)
+    return RooflineEstimate(
+        features.epochs * epoch_s + compile_s,
+        epoch_s,
+        step_s,
+        terms,
+        eager.busy_weight,
+        eager.extra_factor,
+        eager.fit_error,
+    )
 
 
-def _ane_estimate(features: WorkFeatures, cal: PlanCalibration, calibration: Calibration, busy_cores: float) -> RooflineEstimate:
+def _ane_estimate(
+    features: WorkFeatures, cal: PlanCalibration, calibration: Calibration, busy_cores: float
+) -> RooflineEstimate:
     """The ANE's frozen-backbone mode: the backbone's forward pass runs once over the data on the
     Neural Engine, then only the classifier head trains, on the CPU, for every epoch.
     The ANE entry's `conv`/`dense` coefficients are forward-pass costs per FLOP."""
@@ -92,16 +107,25 @@ def _ane_estimate(features: WorkFeatures, cal: PlanCalibration, calibration: Cal
     head_flops = min(features.flops_by_kind.get("dense", 0.0), features.total_flops)
     backbone_fwd = max(features.forward_flops - head_flops / 3.0, 0.0)
     kind = "conv" if features.flops_by_kind.get("conv", 0.0) > 0 else "dense"
-    features_once = features.samples * backbone_fwd * rates.coef.get(kind, 0.0) + rates.coef.get("step", 0.0) * features.steps
+    features_once = (
+        features.samples * backbone_fwd * rates.coef.get(kind, 0.0) + rates.coef.get("step", 0.0) * features.steps
+    )
     cpu = calibration.for_plan(Plan("cpu", threads=calibration.logical_cpus))
     head_rates = cpu.idle if cpu is not None else rates
-    head_epoch = features.steps * (head_rates.coef.get("step", 0.0) + head_rates.coef.get("layer", 0.0)) + features.samples * head_flops * head_rates.coef.get("dense", 0.0)
+    head_epoch = features.steps * (
+        head_rates.coef.get("step", 0.0) + head_rates.coef.get("layer", 0.0)
+    ) + features.samples * head_flops * head_rates.coef.get("dense", 0.0)
     run_s = features_once + features.epochs * head_epoch
     return RooflineEstimate(
         run_s,
         run_s / features.epochs,
         run_s / max(features.steps * features.epochs, 1),
-        {"overhead": features.steps * features.epochs * head_rates.coef.get("step", 0.0), "compute": run_s, "memory": 0.0, "warmup": 0.0},
+        {
+            "overhead": features.steps * features.epochs * head_rates.coef.get("step", 0.0),
+            "compute": run_s,
+            "memory": 0.0,
+            "warmup": 0.0,
+        },
         0.0,
         1.0,
         rates.fit_error,

@@ -4,6 +4,7 @@ load blends a plan's two calibrated states, idle and next to one busy core (`loa
 A module of its own because both the single-device roofline (roofline.py) and the split step
 (step_cost.py, split_cost.py) build on it, and the roofline dispatches split plans to the latter.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,9 @@ def smooth_step(x: float, lo: float, hi: float) -> float:
     return t * t * (3 - 2 * t)
 
 
-def load_weights(plan: Plan, busy_cores: float, logical_cpus: int, cal: PlanCalibration,
-                 all_threads: PlanCalibration | None) -> tuple[float, float]:
+def load_weights(
+    plan: Plan, busy_cores: float, logical_cpus: int, cal: PlanCalibration, all_threads: PlanCalibration | None
+) -> tuple[float, float]:
     """(weight of the busy-state rates, extra factor) for a plan under `busy_cores` of other load.
 
     Calibration measured each CPU plan idle and next to exactly one busy core. More load than that
@@ -73,6 +75,6 @@ def _ratio(cal: PlanCalibration) -> float:
     if cal.busy is None:
         return 2.0
     probe = [1.0, 4.0, 0.0, 4e6, 0.0, 64 * 2e6, 0.0, 64 * 2e4]
-    idle = sum(a * b for a, b in zip(probe, cal.idle.vector()))
-    busy = sum(a * b for a, b in zip(probe, cal.busy.vector()))
+    idle = sum(a * b for a, b in zip(probe, cal.idle.vector(), strict=False))
+    busy = sum(a * b for a, b in zip(probe, cal.busy.vector(), strict=False))
     return max(busy / idle, 1.0) if idle > 0 else 2.0

@@ -17,6 +17,7 @@ workers the ones that would finish a single sample first get one each and the re
 slow worker should be in the plan at all is the planner's question, not this module's: it compares
 the split with every single-worker plan.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -35,7 +36,9 @@ def _checked(name: str, values: Sequence[float], *, positive: bool) -> list[floa
     return out
 
 
-def finish_time_shares(batch: int, per_sample_s: Sequence[float], overhead_s: Sequence[float] | None = None) -> tuple[int, ...]:
+def finish_time_shares(
+    batch: int, per_sample_s: Sequence[float], overhead_s: Sequence[float] | None = None
+) -> tuple[int, ...]:
     """Integer shares of `batch` (summing to it exactly) that minimise the latest predicted finish
     time `overhead_s[i] + n_i * per_sample_s[i]` of the workers given samples.
 
@@ -74,11 +77,11 @@ def finish_time_shares(batch: int, per_sample_s: Sequence[float], overhead_s: Se
 
 def _water_level(batch: int, cost: list[float], fixed: list[float]) -> float:
     """The time T at which sum_i max(1, (T - o_i) / c_i) = batch (the continuous optimum)."""
-    lo = min(o + c for o, c in zip(fixed, cost))
+    lo = min(o + c for o, c in zip(fixed, cost, strict=False))
     hi = max(fixed) + batch * max(cost)
 
     def held(t: float) -> float:
-        return sum(max(1.0, (t - o) / c) for o, c in zip(fixed, cost))
+        return sum(max(1.0, (t - o) / c) for o, c in zip(fixed, cost, strict=False))
 
     for _ in range(100):  # bisection: 100 halvings reach float resolution on any sane range
         mid = 0.5 * (lo + hi)
@@ -96,10 +99,12 @@ def proportional_shares(batch: int, speeds: Sequence[float]) -> tuple[int, ...]:
     return finish_time_shares(batch, [1.0 / s for s in rates])
 
 
-def predicted_finish_s(shares: Sequence[int], per_sample_s: Sequence[float], overhead_s: Sequence[float] | None = None) -> tuple[float, ...]:
+def predicted_finish_s(
+    shares: Sequence[int], per_sample_s: Sequence[float], overhead_s: Sequence[float] | None = None
+) -> tuple[float, ...]:
     """Each worker's predicted time for its share (0 for a worker given nothing: it does not step)."""
     fixed = list(overhead_s) if overhead_s is not None else [0.0] * len(shares)
-    return tuple(o + n * c if n else 0.0 for n, c, o in zip(shares, per_sample_s, fixed))
+    return tuple(o + n * c if n else 0.0 for n, c, o in zip(shares, per_sample_s, fixed, strict=False))
 
 
 def shard_weights(shares: Sequence[int]) -> tuple[float, ...]:

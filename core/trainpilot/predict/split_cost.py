@@ -15,6 +15,7 @@ Two things make a split cost more than "the slowest share":
 The shares are `finish_time_shares` of the same per-worker costs, so the prediction is of the split
 that would run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,9 +23,9 @@ from typing import Any
 
 from trainpilot.plans import Plan
 from trainpilot.predict.roofline_terms import RooflineEstimate
-from trainpilot.units import seconds as fmt_s
 from trainpilot.predict.shares import finish_time_shares
 from trainpilot.predict.step_cost import StepCost, epoch_steps, step_cost
+from trainpilot.units import seconds as fmt_s
 
 # Host <-> device copies of a split with an accelerator worker. Assumed, not measured (no such
 # device here): PCIe 4.0 x16 moves ~25 GB/s peak, pageable-memory copies reach about half
@@ -67,7 +68,9 @@ def _host_threads(plan: Plan) -> int:
     return plan.threads or 1 if plan.backend == "cpu" else 1  # an accelerator's host thread
 
 
-def split_step(features: Any, plan: Plan, busy_cores: float, calibration: Any, batch: int | None = None) -> SplitStep | None:
+def split_step(
+    features: Any, plan: Plan, busy_cores: float, calibration: Any, batch: int | None = None
+) -> SplitStep | None:
     """The predicted step of split `plan` on `batch` samples (default the profile's batch) under
     `busy_cores` of outside load; None when a worker's plan is not calibrated."""
     workers = plan.workers
@@ -82,17 +85,22 @@ def split_step(features: Any, plan: Plan, busy_cores: float, calibration: Any, b
         costs.append(cost)
     n = features.batch_size if batch is None else batch
     shares = finish_time_shares(n, [c.per_sample_s for c in costs], [c.fixed_s for c in costs])
-    worker_s = tuple(c.fixed_s + s * c.per_sample_s if s else 0.0 for c, s in zip(costs, shares))
-    lock_s = sum(c.fixed_s for c, s in zip(costs, shares) if s)
+    worker_s = tuple(c.fixed_s + s * c.per_sample_s if s else 0.0 for c, s in zip(costs, shares, strict=False))
+    lock_s = sum(c.fixed_s for c, s in zip(costs, shares, strict=False) if s)
     host = next((c for c in costs if c.plan.backend == "cpu"), costs[0])
     active = sum(1 for s in shares if s)
     # Combining reads k gradients and writes their sum: k + 1 passes over weight-sized tensors.
     # Adam's step, which calibration measured per weight byte, makes about 7 (reads weights,
     # gradients and two moments, writes three back), so combining costs (k + 1) / 7 of it.
     combine_s = host.optimizer_s * (active + 1) / ADAM_PASSES
-    transfer_s = sum(2.0 * features.weight_bytes / HOST_DEVICE_BYTES_PER_S[c.plan.backend]
-                     for c, s in zip(costs, shares) if s and c.plan.backend in HOST_DEVICE_BYTES_PER_S)
-    return SplitStep(plan, tuple(costs), shares, worker_s, max(lock_s, max(worker_s)), combine_s, transfer_s, host.optimizer_s)
+    transfer_s = sum(
+        2.0 * features.weight_bytes / HOST_DEVICE_BYTES_PER_S[c.plan.backend]
+        for c, s in zip(costs, shares, strict=False)
+        if s and c.plan.backend in HOST_DEVICE_BYTES_PER_S
+    )
+    return SplitStep(
+        plan, tuple(costs), shares, worker_s, max(lock_s, max(worker_s)), combine_s, transfer_s, host.optimizer_s
+    )
 
 
 def split_estimate(features: Any, plan: Plan, busy_cores: float, calibration: Any) -> Any:
@@ -127,9 +135,11 @@ def split_detail(features: Any, plan: Plan, busy_cores: float, calibration: Any)
     data = found.to_dict()
     data["steps_per_epoch"] = features.steps
     ms = "/".join(f"{s * 1e3:.1f}" for s in found.worker_s)
-    data["note"] = (f"; per step: shares {'+'.join(map(str, found.shares))}, workers {ms} ms,"
-                    f" {data['interpreter_lock_s'] * 1e3:.1f} ms of it under one interpreter lock,"
-                    f" combining {found.combine_s * 1e3:.2f} ms")
+    data["note"] = (
+        f"; per step: shares {'+'.join(map(str, found.shares))}, workers {ms} ms,"
+        f" {data['interpreter_lock_s'] * 1e3:.1f} ms of it under one interpreter lock,"
+        f" combining {found.combine_s * 1e3:.2f} ms"
+    )
     return data
 
 
@@ -143,13 +153,17 @@ def why_not_split(timed: list[Any], best: Any) -> list[str]:
         parts = ""
         if split:
             best_step = split["step_s"] if best.plan.workers else _step_of(best, split["steps_per_epoch"])
-            parts = (f"; its step {split['step_s'] * 1e3:.1f} ms = slowest worker {max(split['worker_step_s']) * 1e3:.1f} ms"
-                     f" (shares {'+'.join(map(str, split['shares']))}, interpreter lock {split['interpreter_lock_s'] * 1e3:.1f} ms)"
-                     f" + combine {split['combine_s'] * 1e3:.2f} ms + optimizer {split['optimizer_s'] * 1e3:.2f} ms")
+            parts = (
+                f"; its step {split['step_s'] * 1e3:.1f} ms = slowest worker {max(split['worker_step_s']) * 1e3:.1f} ms"
+                f" (shares {'+'.join(map(str, split['shares']))}, interpreter lock {split['interpreter_lock_s'] * 1e3:.1f} ms)"
+                f" + combine {split['combine_s'] * 1e3:.2f} ms + optimizer {split['optimizer_s'] * 1e3:.2f} ms"
+            )
             if best_step is not None:
                 parts += f", against {best_step * 1e3:.1f} ms on {best.plan.label}"
-        lines.append(f"{p.plan.label} not chosen: predicted {fmt_s(p.predicted_s)}, {p.predicted_s / best.predicted_s - 1:.0%} slower than"
-                     f" {best.plan.label} ({fmt_s(best.predicted_s)}){parts}")
+        lines.append(
+            f"{p.plan.label} not chosen: predicted {fmt_s(p.predicted_s)}, {p.predicted_s / best.predicted_s - 1:.0%} slower than"
+            f" {best.plan.label} ({fmt_s(best.predicted_s)}){parts}"
+        )
     return lines
 
 

@@ -8,6 +8,7 @@ The figures are the calibrated roofline's (`predict/roofline.py`), blended for t
 will see exactly as a single-device prediction is, so a split and the single plans it competes
 with are predicted by the same measurements. `finish_time_shares` takes (per_sample_s, fixed).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,10 +31,17 @@ class StepCost:
     def step_s(self, samples: int) -> float:
         return self.fixed_s + self.optimizer_s + samples * self.per_sample_s
 
-    def scaled(self, factor: float) -> "StepCost":
+    def scaled(self, factor: float) -> StepCost:
         """The same step `factor` times slower (a measured slow-down, a history correction)."""
-        return StepCost(self.plan, self.fixed_s * factor, self.optimizer_s * factor, self.per_sample_s * factor,
-                        self.warmup_steps, self.fit_error, self.busy_cores)
+        return StepCost(
+            self.plan,
+            self.fixed_s * factor,
+            self.optimizer_s * factor,
+            self.per_sample_s * factor,
+            self.warmup_steps,
+            self.fit_error,
+            self.busy_cores,
+        )
 
 
 def step_cost(features: Any, plan: Plan, busy_cores: float, calibration: Any) -> StepCost | None:
@@ -56,11 +64,11 @@ def step_cost(features: Any, plan: Plan, busy_cores: float, calibration: Any) ->
 
     def per_sample(rates: Any) -> float:
         v = rates.vector()
-        return sum(a * b for a, b in zip(row1[4:], v[4:]))
+        return sum(a * b for a, b in zip(row1[4:], v[4:], strict=False))
 
     return StepCost(
         plan=plan,
-        fixed_s=blended(lambda r: sum(a * b for a, b in zip(row0[:3], r.vector()[:3]))),
+        fixed_s=blended(lambda r: sum(a * b for a, b in zip(row0[:3], r.vector()[:3], strict=False))),
         optimizer_s=blended(lambda r: row0[3] * r.vector()[3]),
         per_sample_s=max(blended(per_sample), 1e-12),  # a zero cost would make a worker infinitely fast
         warmup_steps=sum(w * r.warmup_steps for w, r in states) / sum(w for w, _ in states),

@@ -8,6 +8,7 @@ refusing. The checkpoint it replaces is kept as `previous.pt` (a hard link, so a
 `latest.pt` is a complete file), and a run directory whose latest checkpoint is damaged resumes
 from the previous one, losing one more epoch instead of the run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -176,7 +177,11 @@ def _check_structure(state: dict[str, Any], path: Path) -> None:
     import torch
 
     model_state = state["model_state"]
-    if not isinstance(model_state, dict) or not model_state or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model_state.items()):
+    if (
+        not isinstance(model_state, dict)
+        or not model_state
+        or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model_state.items())
+    ):
         raise CheckpointError("damaged: model_state is not a mapping of names to tensors", path)
     optimizer_state = state["optimizer_state"]
     if not isinstance(optimizer_state, dict) or not {"state", "param_groups"} <= set(optimizer_state):
@@ -195,18 +200,41 @@ def check_finite(state: dict[str, Any], epoch: int, step: int, kept: str) -> Non
     """A checkpoint never stores NaN or infinite weights: the run has diverged, said in one line."""
     from trainpilot.errors import TrainingDiverged
 
-    bad = [name for name, tensor in state["model_state"].items() if tensor.is_floating_point() and not bool(tensor.isfinite().all())]
+    bad = [
+        name
+        for name, tensor in state["model_state"].items()
+        if tensor.is_floating_point() and not bool(tensor.isfinite().all())
+    ]
     if bad:
-        raise TrainingDiverged(f"weights became NaN or infinite ({', '.join(bad[:3])}) by epoch {epoch}, step {step} (try a lower --lr); {kept}")
+        raise TrainingDiverged(
+            f"weights became NaN or infinite ({', '.join(bad[:3])}) by epoch {epoch}, step {step} (try a lower --lr); {kept}"
+        )
 
 
-def checkpoint_meta(*, epoch: int, step: int, run_id: str, config: dict[str, Any], plan: Any, epoch_records: list[dict[str, Any]],
-                    totals: dict[str, float], fingerprint: dict[str, Any] | None) -> dict[str, Any]:
+def checkpoint_meta(
+    *,
+    epoch: int,
+    step: int,
+    run_id: str,
+    config: dict[str, Any],
+    plan: Any,
+    epoch_records: list[dict[str, Any]],
+    totals: dict[str, float],
+    fingerprint: dict[str, Any] | None,
+) -> dict[str, Any]:
     """What a checkpoint stores beside the tensors: where the run was, and what resuming needs."""
     from trainpilot.run.resume import absolute_dataset
 
     config = dict(config)
     config["model"] = config["model"] if isinstance(config["model"], str) else dict(config["model"])
     config["dataset"] = absolute_dataset(config["dataset"])
-    return dict(epoch=epoch, step=step, run_id=run_id, config=config, plan=plan.to_dict() if plan else None,
-                epoch_records=epoch_records, epoch_totals=totals, dataset_fingerprint=fingerprint)
+    return dict(
+        epoch=epoch,
+        step=step,
+        run_id=run_id,
+        config=config,
+        plan=plan.to_dict() if plan else None,
+        epoch_records=epoch_records,
+        epoch_totals=totals,
+        dataset_fingerprint=fingerprint,
+    )

@@ -1,4 +1,5 @@
 """What a run is asked to do (`SessionConfig`), checked in one place before anything starts."""
+
 from __future__ import annotations
 
 import secrets
@@ -56,7 +57,9 @@ def validate_config(config: SessionConfig) -> SessionConfig:
     if config.threads is not None and config.threads < 1:
         raise ConfigError("--threads must be at least 1")
     if config.compile and config.backend not in ("auto", "cpu"):
-        raise ConfigError(f"--compile is a CPU plan setting (torch.compile on the host); it does not go with --backend {config.backend}")
+        raise ConfigError(
+            f"--compile is a CPU plan setting (torch.compile on the host); it does not go with --backend {config.backend}"
+        )
     return config
 
 

@@ -11,11 +11,13 @@ where ranks must differ or agree:
 - a lost peer ends the run: rank 0 first checkpoints the state at the start of the step that
   failed (no rank had applied it), so `--resume` continues from there.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from trainpilot import events as ev
 from trainpilot.energy import EST
@@ -33,7 +35,15 @@ from trainpilot.run.strategy import Epoch, RunStrategy
 class RankStrategy(RunStrategy):
     can_fall_back = False  # one rank moving to another device alone would leave the others waiting
 
-    def __init__(self, group: RankGroup, *, share_policy: str = "measured", threads_per_rank: int | None = None, heartbeat: Any = None, on_stop: Any = None):
+    def __init__(
+        self,
+        group: RankGroup,
+        *,
+        share_policy: str = "measured",
+        threads_per_rank: int | None = None,
+        heartbeat: Any = None,
+        on_stop: Any = None,
+    ):
         self.group = group
         self.share_policy = share_policy
         self.threads_per_rank = threads_per_rank
@@ -61,27 +71,50 @@ class RankStrategy(RunStrategy):
         return payload[1]
 
     def first_sight(self, run_id: str, predictor: Any) -> Iterator[ev.Event]:
-        yield ev.AgentStepped(run_id, "observe", f"rank {self.group.rank} of {self.group.world_size}: the plan is the launch's (`trainpilot headless calibrate` calibrates the single-process cost model)")
+        yield ev.AgentStepped(
+            run_id,
+            "observe",
+            f"rank {self.group.rank} of {self.group.world_size}: the plan is the launch's (`trainpilot headless calibrate` calibrates the single-process cost model)",
+        )
 
     def choose_plan(self, decision: Any, config: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
         if self.group.backend == "nccl":
             rank_plan = Plan("cuda", device=f"cuda:{self.group.info.local_rank}")
         else:
-            threads = config.threads or self.threads_per_rank or max(1, agent.hardware.logical_cpus // self.group.info.local_world_size)
+            threads = (
+                config.threads
+                or self.threads_per_rank
+                or max(1, agent.hardware.logical_cpus // self.group.info.local_world_size)
+            )
             rank_plan = Plan("cpu", threads=threads)
         plan = ddp_plan(rank_plan, self.group.world_size)
-        return PlanChoice(plan, "launch", f"{self.group.world_size} ranks over {self.group.backend}, {rank_plan.label} each (this is rank {self.group.rank})")
+        return PlanChoice(
+            plan,
+            "launch",
+            f"{self.group.world_size} ranks over {self.group.backend}, {rank_plan.label} each (this is rank {self.group.rank})",
+        )
 
     def predicts(self, plan: Plan) -> bool:
         """The single-process cost model does not predict a multi-rank plan: asking it would
         report the one-rank figure as the run's. `plan --cluster` predicts scale-out."""
         return ddp_world_size(plan) is None
 
-    def make_trainer(self, model: Any, train_set: Any, val_set: Any, config: SessionConfig, backends: Any, steering: Steering) -> Any:
+    def make_trainer(
+        self, model: Any, train_set: Any, val_set: Any, config: SessionConfig, backends: Any, steering: Steering
+    ) -> Any:
         from trainpilot.run.distributed_trainer import DistributedTrainer
 
-        self.trainer = DistributedTrainer(model, train_set, val_set, batch_size=config.batch_size, lr=config.lr, seed=config.seed, backends=backends,
-                                          group=self.group, share_policy=self.share_policy)
+        self.trainer = DistributedTrainer(
+            model,
+            train_set,
+            val_set,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            seed=config.seed,
+            backends=backends,
+            group=self.group,
+            share_policy=self.share_policy,
+        )
         self.trainer.wants_stop = lambda: bool(steering.stop_reason)  # this rank's stop rides on the next all-reduce
         return self.trainer
 
@@ -107,7 +140,9 @@ class RankStrategy(RunStrategy):
         source = str(record.get("energy_source") or "")
         estimated = EST in source
         counted = joules if joules is not None and (estimated or self.group.info.local_rank == 0) else 0.0
-        total, missing = self.group.sum([float(counted), 0.0 if joules is not None else 1.0], "adding up the epoch's energy")
+        total, missing = self.group.sum(
+            [float(counted), 0.0 if joules is not None else 1.0], "adding up the epoch's energy"
+        )
         record["energy_j"] = None if missing else total
         if source:
             record["energy_source"] = f"{source}, summed over {self.group.world_size} ranks"
@@ -140,7 +175,9 @@ class RankStrategy(RunStrategy):
                 shown = now
                 if now.source == "probe":  # a new plan's probe: after_switch tells that one
                     continue
-                yield ev.AgentStepped(run_id, "act", f"re-split the batch: {now.describe()}", None, {"shares": now.to_dict()})
+                yield ev.AgentStepped(
+                    run_id, "act", f"re-split the batch: {now.describe()}", None, {"shares": now.to_dict()}
+                )
 
     def finish(self, status: str, message: str, trainer: Any) -> tuple[str, str]:
         if status == "success" and trainer is not None:
@@ -152,15 +189,17 @@ class RankStrategy(RunStrategy):
 
     def result_extra(self, trainer: Any) -> dict[str, Any]:
         speeds = getattr(trainer, "speeds", None)
-        return {"distributed": {
-            "world_size": self.group.world_size,
-            "rank": self.group.rank,
-            "process_group": self.group.backend,
-            "timeout_s": self.group.timeout_s,
-            "share_policy": self.share_policy,
-            "speeds": speeds.to_dict() if speeds is not None else None,
-            "weight_max_abs_diff_across_ranks": self.weight_spread,
-        }}
+        return {
+            "distributed": {
+                "world_size": self.group.world_size,
+                "rank": self.group.rank,
+                "process_group": self.group.backend,
+                "timeout_s": self.group.timeout_s,
+                "share_policy": self.share_policy,
+                "speeds": speeds.to_dict() if speeds is not None else None,
+                "weight_max_abs_diff_across_ranks": self.weight_spread,
+            }
+        }
 
 
 def distributed_session(config: SessionConfig, group: RankGroup, **options: Any) -> TrainingSession:

@@ -15,6 +15,7 @@ would compute it (up to float summation order).
 Every rank walks the same seeded batch order (the single-process trainer's), taking its slice of
 each batch; a short last batch is split again by the same speeds.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,12 +23,12 @@ from typing import Any
 
 import torch
 
-from trainpilot.predict.shares import finish_time_shares
-from trainpilot.plans import Plan
-from trainpilot.run.trainer import StepResult, Trainer
 from trainpilot.parallel.group import RankGroup
 from trainpilot.parallel.rank_speed import RankSpeeds, equal_shares, measure_shares, refined_shares
 from trainpilot.parallel.step_clock import StepClock, StepFigures, gradient_hook, shard_loss
+from trainpilot.plans import Plan
+from trainpilot.predict.shares import finish_time_shares
+from trainpilot.run.trainer import StepResult, Trainer
 
 
 class DistributedTrainer(Trainer):
@@ -53,7 +54,9 @@ class DistributedTrainer(Trainer):
         super().use_plan(plan)
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         module = self.model
-        self.model = self.group.guarded("setting up DistributedDataParallel", lambda: DistributedDataParallel(module, device_ids=device_ids))
+        self.model = self.group.guarded(
+            "setting up DistributedDataParallel", lambda: DistributedDataParallel(module, device_ids=device_ids)
+        )
         # Timed from the wrapped module's forward, after DDP's buffer broadcast, so a rank waiting
         # for the other there is not counted as slow; up to its gradients, before the all-reduce.
         self._clock.attach(module)
@@ -61,7 +64,9 @@ class DistributedTrainer(Trainer):
         self.rebalance()
 
     def rebalance(self) -> RankSpeeds:
-        self.speeds = measure_shares(self.group, self.full_model, self._inputs, self.train_set.y, self.batch_size, self.device, self.share_policy)
+        self.speeds = measure_shares(
+            self.group, self.full_model, self._inputs, self.train_set.y, self.batch_size, self.device, self.share_policy
+        )
         return self.speeds
 
     def shares_for(self, batch: int) -> tuple[int, ...]:
@@ -105,11 +110,23 @@ class DistributedTrainer(Trainer):
         loss_total, correct_total, seen, stops = summed
         self.peer_stop = stops > 0
         self.optimizer.step()
-        return StepResult(epoch, step + 1, self.steps_per_epoch, loss_total / max(seen, 1.0), int(correct_total), int(seen), time.perf_counter() - start)
+        return StepResult(
+            epoch,
+            step + 1,
+            self.steps_per_epoch,
+            loss_total / max(seen, 1.0),
+            int(correct_total),
+            int(seen),
+            time.perf_counter() - start,
+        )
 
     def weight_spread(self) -> float:
         """Max abs difference of any weight between ranks (DDP keeps them equal; this checks it)."""
-        tensors = [t.detach().reshape(-1).double().cpu() for t in self.full_model.state_dict().values() if t.is_floating_point()]
+        tensors = [
+            t.detach().reshape(-1).double().cpu()
+            for t in self.full_model.state_dict().values()
+            if t.is_floating_point()
+        ]
         return self.group.spread(torch.cat(tensors), "the end-of-run weight check")
 
     def evaluate(self) -> float | None:

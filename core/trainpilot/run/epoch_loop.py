@@ -5,11 +5,13 @@ state and the lost steps are redone.
 
 The loop belongs to one session and works on its state, as a training loop does on its trainer's.
 """
+
 from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Generator, Iterator
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
 from trainpilot import events as ev
 from trainpilot.errors import TrainingDiverged
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class EpochLoop:
-    def __init__(self, session: "TrainingSession", load: Any):
+    def __init__(self, session: TrainingSession, load: Any):
         self.s = session
         self.load = load  # the load observed before deciding: predictions of this run are made for it
         self._epoch_mark: Any = None  # the energy meter's reading when the epoch in progress began
@@ -34,13 +36,15 @@ class EpochLoop:
         while epoch < s.config.epochs:  # type: ignore[operator]
             self._epoch_mark = s.energy_meter.mark() if s.energy_meter is not None else None
             try:
-                stopped = yield from s.strategy.run_epoch(self.epoch(epoch, first_step, totals, segments), s.run_id, s.checkpoint_here)
+                stopped = yield from s.strategy.run_epoch(
+                    self.epoch(epoch, first_step, totals, segments), s.run_id, s.checkpoints.checkpoint_here
+                )
             except Exception as exc:
-                if not s.can_fall_back():
+                if not s.switcher.can_fall_back():
                     raise
                 # A device fault (an exception from the device, out of memory, a failed conversion,
                 # NaNs only the device produced): back to the last good state, on the CPU.
-                yield from s.fall_back(f"{s.plan.label} failed: {describe_exception(exc)}", self.load)  # type: ignore[union-attr]
+                yield from s.switcher.fall_back(f"{s.plan.label} failed: {describe_exception(exc)}", self.load)  # type: ignore[union-attr]
                 epoch, first_step, totals = s.position
                 segments.append(Segment(s.plan))  # type: ignore[arg-type]
                 continue
@@ -50,7 +54,9 @@ class EpochLoop:
             segments = [Segment(s.plan)]  # type: ignore[arg-type]
         yield s.finish("success", success_message(s.config, s.plan, s.rt))  # type: ignore[arg-type]
 
-    def epoch(self, epoch: int, first_step: int, totals: Totals, segments: list[Segment]) -> Generator[ev.Event, None, bool]:
+    def epoch(
+        self, epoch: int, first_step: int, totals: Totals, segments: list[Segment]
+    ) -> Generator[ev.Event, None, bool]:
         """Steps `first_step`.. of `epoch`, then validation and the epoch checkpoint. True when the
         run was stopped (checkpointed and finished as interrupted)."""
         s, trainer = self.s, self.s.trainer
@@ -65,13 +71,17 @@ class EpochLoop:
             reason = s.strategy.stop_agreed(trainer, s.steering.stop_reason)
             if reason:
                 s.steering.stop(reason)
-                yield from s.checkpoint(epoch, step_index, "interrupt", totals)
+                yield from s.checkpoints.checkpoint(epoch, step_index, "interrupt", totals)
                 at = f"epoch {epoch + 1}" + ("" if whole else f", step {step_index}")
-                yield s.finish("interrupted", f"stopped ({s.steering.stop_reason}) at {at}; resume with --resume {s.run_id}")
+                yield s.finish(
+                    "interrupted", f"stopped ({s.steering.stop_reason}) at {at}; resume with --resume {s.run_id}"
+                )
                 return True
             if whole:
                 start = time.perf_counter()
-                loss = s.backend_of(s.plan).train_epoch(trainer.full_model, trainer.train_set, batch_size=s.config.batch_size, lr=s.config.lr)
+                loss = s.backend_of(s.plan).train_epoch(
+                    trainer.full_model, trainer.train_set, batch_size=s.config.batch_size, lr=s.config.lr
+                )
                 segments[-1].steps += steps_per_epoch
                 segments[-1].seconds += time.perf_counter() - start
                 # Core ML reports the loss, not the accuracy: measure it on the training set with the updated weights.
@@ -79,7 +89,9 @@ class EpochLoop:
                 return False
             result = trainer.train_step(epoch, step_index)
             if not math.isfinite(result.loss):
-                raise TrainingDiverged(f"the loss became {result.loss} at epoch {epoch + 1}, step {step_index + 1} (try a lower --lr); {s.kept()}")
+                raise TrainingDiverged(
+                    f"the loss became {result.loss} at epoch {epoch + 1}, step {step_index + 1} (try a lower --lr); {s.checkpoints.kept()}"
+                )
             segments[-1].steps += 1
             segments[-1].seconds += result.seconds
             totals.loss_sum += result.loss * result.seen
@@ -91,26 +103,57 @@ class EpochLoop:
                 remaining = (s.config.epochs - epoch - 1) * steps_per_epoch + (steps_per_epoch - result.step)  # type: ignore[operator]
                 eta = s.forecast.eta(s.plan, remaining, steps_per_epoch, s.rt.epoch_records, self.load)  # type: ignore[arg-type]
                 low, high = s.forecast.bounds(s.plan, eta)
-                yield ev.StepProgressed(s.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, eta, low, high)
+                yield ev.StepProgressed(
+                    s.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, eta, low, high
+                )
         trainer.synchronize()
-        yield from self.close_epoch(epoch, segments, totals.loss_sum / max(totals.seen, 1), totals.correct / max(totals.seen, 1))
+        yield from self.close_epoch(
+            epoch, segments, totals.loss_sum / max(totals.seen, 1), totals.correct / max(totals.seen, 1)
+        )
         return False
 
-    def close_epoch(self, epoch: int, segments: list[Segment], loss: float, accuracy: float | None) -> Iterator[ev.Event]:
+    def close_epoch(
+        self, epoch: int, segments: list[Segment], loss: float, accuracy: float | None
+    ) -> Iterator[ev.Event]:
         """Validation, the epoch record, its checkpoint, and the EpochTimed event."""
         s = self.s
         # The epoch's training steps, as its time is (validation is outside both).
-        energy = s.energy_meter.since(self._epoch_mark) if s.energy_meter is not None and self._epoch_mark is not None else None
+        energy = (
+            s.energy_meter.since(self._epoch_mark)
+            if s.energy_meter is not None and self._epoch_mark is not None
+            else None
+        )
         val_acc = s.rt.val_accuracy = s.trainer.evaluate()
         predicted = s.forecast.segments_predicted(segments, s.trainer.steps_per_epoch, self.load)
-        record = epoch_record(epoch=epoch + 1, loss=loss, accuracy=accuracy, val_accuracy=val_acc, predicted=predicted,
-                              bounds=s.forecast.segments_bounds(segments, predicted), segments=segments, plan=s.plan, energy=energy)  # type: ignore[arg-type]
+        record = epoch_record(
+            epoch=epoch + 1,
+            loss=loss,
+            accuracy=accuracy,
+            val_accuracy=val_acc,
+            predicted=predicted,
+            bounds=s.forecast.segments_bounds(segments, predicted),
+            segments=segments,
+            plan=s.plan,  # type: ignore[arg-type]
+            energy=energy,
+        )
         s.strategy.epoch_record(record)
-        yield from s.checkpoint(epoch + 1, 0, "epoch", Totals(), record)
+        yield from s.checkpoints.checkpoint(epoch + 1, 0, "epoch", Totals(), record)
         s.rt.train_seconds += record["actual_s"]
-        yield ev.EpochTimed(s.run_id, epoch + 1, record["loss"], record["accuracy"], val_acc, predicted, record["actual_s"], s.plan, tuple(record["segments"]),  # type: ignore[arg-type]
-                            energy_j=record["energy_j"], energy_source=record["energy_source"],
-                            predicted_low_s=record["predicted_low_s"], predicted_high_s=record["predicted_high_s"])
+        yield ev.EpochTimed(
+            s.run_id,
+            epoch + 1,
+            record["loss"],
+            record["accuracy"],
+            val_acc,
+            predicted,
+            record["actual_s"],
+            s.plan,
+            tuple(record["segments"]),  # type: ignore[arg-type]
+            energy_j=record["energy_j"],
+            energy_source=record["energy_source"],
+            predicted_low_s=record["predicted_low_s"],
+            predicted_high_s=record["predicted_high_s"],
+        )
 
     def apply_commands(self, segments: list[Segment]) -> Iterator[ev.Event]:
         s = self.s
@@ -127,5 +170,5 @@ class EpochLoop:
                 plan = plan_for(s.backend_of(backend), s.logical_cpus, s.predictions, threads, mode)
                 if plan == s.plan:
                     continue
-                yield from s.switch(plan, "user", f"user override to {plan.label}", None, self.load)
+                yield from s.switcher.switch(plan, "user", f"user override to {plan.label}", None, self.load)
                 segments.append(Segment(s.plan))  # type: ignore[arg-type]

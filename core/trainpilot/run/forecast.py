@@ -1,5 +1,6 @@
 """What the run expects of itself: each plan's predicted epoch, the 80 % interval of any time
 derived from it (an epoch, the rest of the run, an ETA), and the cost of moving between plans."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -65,7 +66,9 @@ class RunForecast:
             lows, highs = lows + low, highs + high
         return lows, highs
 
-    def eta(self, plan: Plan, remaining_steps: int, steps_per_epoch: int, records: list[dict[str, Any]], load: Any) -> float | None:
+    def eta(
+        self, plan: Plan, remaining_steps: int, steps_per_epoch: int, records: list[dict[str, Any]], load: Any
+    ) -> float | None:
         """Remaining time from the prediction, corrected by how fast this run has actually gone."""
         per_epoch = self.epoch_s(plan, load)
         if per_epoch is None:

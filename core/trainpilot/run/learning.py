@@ -1,6 +1,7 @@
 """The run's row in the history, from its start ("running", so a kill -9 leaves it findable) to its
 end, and what the cost model learns from it: the load the run met (its own UI included) beside its
 predicted and actual time and energy."""
+
 from __future__ import annotations
 
 import inspect
@@ -21,7 +22,17 @@ class RunRecorder:
 
         self._meter = ExternalCpuMeter().__enter__()
 
-    def start(self, agent: Any, *, run_id: str, profile: Any, plan: Any, load: Any, predicted_s: float | None, epochs_done: int) -> None:
+    def start(
+        self,
+        agent: Any,
+        *,
+        run_id: str,
+        profile: Any,
+        plan: Any,
+        load: Any,
+        predicted_s: float | None,
+        epochs_done: int,
+    ) -> None:
         from trainpilot.predict.history import run_record
         from trainpilot.run.runlog import RunLog, history_of
 
@@ -29,8 +40,19 @@ class RunRecorder:
         if history is None or plan is None:
             return
         self.log = RunLog(history)
-        self.log.start(run_record(run_id=run_id, machine_id=agent.hardware.machine_id, profile=profile, plan=plan, load=load,
-                                  predicted_s=predicted_s, actual_s=0.0, status="running", epochs_done=epochs_done))
+        self.log.start(
+            run_record(
+                run_id=run_id,
+                machine_id=agent.hardware.machine_id,
+                profile=profile,
+                plan=plan,
+                load=load,
+                predicted_s=predicted_s,
+                actual_s=0.0,
+                status="running",
+                epochs_done=epochs_done,
+            )
+        )
 
     def checkpointed(self, epoch: int) -> None:
         if self.log is not None:
@@ -50,8 +72,20 @@ class RunRecorder:
         except Exception:  # noqa: BLE001 - a meter that cannot read /proc costs the figure, not the run
             return None
 
-    def finish(self, agent: Any, *, run_id: str, profile: Any, plan: Any, status: str, result: dict[str, Any], epoch_records: list[dict[str, Any]],
-               plan_changes: list[dict[str, Any]], trained: bool, met: Any) -> None:
+    def finish(
+        self,
+        agent: Any,
+        *,
+        run_id: str,
+        profile: Any,
+        plan: Any,
+        status: str,
+        result: dict[str, Any],
+        epoch_records: list[dict[str, Any]],
+        plan_changes: list[dict[str, Any]],
+        trained: bool,
+        met: Any,
+    ) -> None:
         """Give the row its final status; the cost model learns from the run only when it trained
         something on one plan (a run whose plan changed mid-way timed two plans at once)."""
         one_plan = len({json.dumps(c["plan"], sort_keys=True) for c in plan_changes}) <= 1
@@ -63,7 +97,12 @@ class RunRecorder:
             from trainpilot.machine.monitor import measure_load
 
             met = measure_load(0.0)
-        done = dict(predicted_s=result["predicted_s"], actual_s=result["actual_s"] or 0.0, status=status, epochs_done=len(epoch_records))
+        done = dict(
+            predicted_s=result["predicted_s"],
+            actual_s=result["actual_s"] or 0.0,
+            status=status,
+            epochs_done=len(epoch_records),
+        )
         energy = run_energy(epoch_records)
         if learn:
             record = agent.predictor.record
@@ -74,7 +113,9 @@ class RunRecorder:
         else:
             from trainpilot.predict.history import run_record
 
-            rec = run_record(run_id=run_id, machine_id=agent.hardware.machine_id, profile=profile, plan=plan, load=met, **done)
+            rec = run_record(
+                run_id=run_id, machine_id=agent.hardware.machine_id, profile=profile, plan=plan, load=met, **done
+            )
             self.log.finish(replace(rec, energy_j=energy.joules, energy_source=energy.source), learn=False)
 
 

@@ -1,6 +1,7 @@
 """Will the job fit? The predicted memory of a training step against what the plan's device (or
 this machine) has free, checked before training starts so a too-large job is refused with the
 figure instead of failing half way."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,6 +1,7 @@
 """Which plan the run acts on: the agent's decision, or what the options force (--backend,
 --threads, --compile, falling back to the CPU with the reason when that cannot run here); and the
 plan an override or a fallback moves to."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,22 +33,42 @@ def forced_plan(cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> 
         avail = backend.supports(profile)
     if not avail:
         threads = cfg.threads or agent.hardware.logical_cpus
-        return PlanChoice(Plan("cpu", threads=threads), "fallback", f"{name} requested but unavailable ({avail.reason}); running on the CPU",
-                          f"{name} unavailable: {avail.reason}")
+        return PlanChoice(
+            Plan("cpu", threads=threads),
+            "fallback",
+            f"{name} requested but unavailable ({avail.reason}); running on the CPU",
+            f"{name} unavailable: {avail.reason}",
+        )
     plans = backend.plans(agent.hardware.logical_cpus)
     if name != "cpu":
         return PlanChoice(plans[0], "user", f"requested --backend {name}")
-    threads = cfg.threads or (agent.last_plan.threads if agent.last_plan and agent.last_plan.backend == "cpu" else None) or agent.hardware.logical_cpus
+    threads = (
+        cfg.threads
+        or (agent.last_plan.threads if agent.last_plan and agent.last_plan.backend == "cpu" else None)
+        or agent.hardware.logical_cpus
+    )
     plan = Plan("cpu", threads=threads, mode=COMPILED if cfg.compile else None)
     if cfg.compile:
         compiles = backend.supports_plan(profile, plan)
         if not compiles:
-            return PlanChoice(Plan("cpu", threads=threads), "fallback", f"--compile requested but torch.compile cannot run here ({compiles.reason}); training eagerly",
-                              f"torch.compile unavailable: {compiles.reason}")
-    return PlanChoice(plan, "user", f"requested --backend cpu with {threads} thread(s)" + (", compiled" if cfg.compile else ""))
+            return PlanChoice(
+                Plan("cpu", threads=threads),
+                "fallback",
+                f"--compile requested but torch.compile cannot run here ({compiles.reason}); training eagerly",
+                f"torch.compile unavailable: {compiles.reason}",
+            )
+    return PlanChoice(
+        plan, "user", f"requested --backend cpu with {threads} thread(s)" + (", compiled" if cfg.compile else "")
+    )
 
 
-def plan_for(backend: Any, logical_cpus: int, predictions: dict[Plan, PlanPrediction], threads: int | None, mode: str | None = None) -> Plan:
+def plan_for(
+    backend: Any,
+    logical_cpus: int,
+    predictions: dict[Plan, PlanPrediction],
+    threads: int | None,
+    mode: str | None = None,
+) -> Plan:
     """The plan of `backend` to move to. For the CPU: the thread count asked for, else the one
     the agent predicted fastest (not blindly all threads), eager unless `mode` asks to compile."""
     plans = backend.plans(logical_cpus)
@@ -55,7 +76,9 @@ def plan_for(backend: Any, logical_cpus: int, predictions: dict[Plan, PlanPredic
         return plans[0]
     if threads:
         return Plan("cpu", threads=threads, mode=mode)
-    timed = [p for p in predictions.values() if p.plan.backend == "cpu" and p.plan.mode == mode and p.predicted_s is not None]
+    timed = [
+        p for p in predictions.values() if p.plan.backend == "cpu" and p.plan.mode == mode and p.predicted_s is not None
+    ]
     if timed:
         return min(timed, key=lambda p: p.predicted_s).plan  # type: ignore[arg-type, return-value]
     return max((p for p in plans if p.mode == mode), key=lambda p: p.threads or 0)
@@ -68,7 +91,9 @@ def fallback_plan(cfg: SessionConfig, backend: Any, logical_cpus: int, predictio
     return plan_for(backend, logical_cpus, predictions, None)
 
 
-def override_availability(backends: Any, profile: Any, backend: str, threads: int | None, mode: str | None) -> Availability:
+def override_availability(
+    backends: Any, profile: Any, backend: str, threads: int | None, mode: str | None
+) -> Availability:
     """Whether the run may move to `backend` (a CPU plan: `threads`, `mode`): refused at once when not."""
     from trainpilot.backends import BACKEND_NAMES
 

@@ -21,6 +21,7 @@ and stops the run at the next step boundary with a checkpoint, as a quit would: 
 that a headless run would keep. The child's stdout and stderr go to a log file (a warning printed
 to the terminal would scribble over the app's screen); a child that dies says where that log is.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -29,9 +30,10 @@ import multiprocessing
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from trainpilot import events as ev
 from trainpilot.errors import TrainPilotError
@@ -68,7 +70,9 @@ class ProcessSession:
         self._events, child_events = ctx.Pipe(duplex=False)
         self._control, child_control = ctx.Pipe()
         self._process = ctx.Process(
-            target=_serve, name=f"trainpilot-session-{self.run_id}", daemon=False,
+            target=_serve,
+            name=f"trainpilot-session-{self.run_id}",
+            daemon=False,
             args=(self.config, dataset, child_events, child_control, ui_pid or os.getpid(), str(self.log_path)),
         )
         with _real_stderr():
@@ -129,8 +133,10 @@ class ProcessSession:
         if self.finished is None:
             code = self._process.exitcode
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            raise SessionProcessDied(f"the training process ended before its run finished ({how}); its output: {self.log_path}."
-                                     f" `trainpilot headless run --resume last` continues from the last checkpoint")
+            raise SessionProcessDied(
+                f"the training process ended before its run finished ({how}); its output: {self.log_path}."
+                f" `trainpilot headless run --resume last` continues from the last checkpoint"
+            )
 
     def _tell(self, command: str, value: Any) -> None:
         with self._lock:
@@ -161,7 +167,7 @@ class ProcessSession:
 # Sessions whose child may still run. At interpreter exit each is asked to stop and given time to
 # checkpoint (registered after multiprocessing's own exit hook, so it runs first: that one would
 # wait for a child that nobody asked to stop).
-_LIVE: "weakref.WeakSet[ProcessSession]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[ProcessSession] = weakref.WeakSet()
 
 
 @atexit.register

@@ -1,7 +1,9 @@
 """A run's result as the documented `--json` schema (docs/json.md), and its one-line summary."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trainpilot.energy.run_energy import run_energy
 from trainpilot.plans import Plan
@@ -13,7 +15,17 @@ Bounds = Callable[[Plan | None, float | None], tuple[float | None, float | None]
 EPOCH_FIELDS = ("epoch", "loss", "accuracy", "val_accuracy", "predicted_s", "actual_s", "plan", "segments")
 
 
-def run_result(*, run_id: str, status: str, message: str, config: SessionConfig, plan: Plan | None, profile: Any, rt: Runtime, bounds: Bounds) -> dict[str, Any]:
+def run_result(
+    *,
+    run_id: str,
+    status: str,
+    message: str,
+    config: SessionConfig,
+    plan: Plan | None,
+    profile: Any,
+    rt: Runtime,
+    bounds: Bounds,
+) -> dict[str, Any]:
     epochs = rt.epoch_records
     last = epochs[-1] if epochs else {}
     predicted_total = None
@@ -46,8 +58,15 @@ def run_result(*, run_id: str, status: str, message: str, config: SessionConfig,
         "fallback_reason": rt.fallback_reason,
         "plan_changes": rt.plan_changes,
         "checkpoint": rt.checkpoint,
-        "epochs": [{**{k: e[k] for k in EPOCH_FIELDS},
-                    "energy_j": e.get("energy_j"), "predicted_low_s": e.get("predicted_low_s"), "predicted_high_s": e.get("predicted_high_s")} for e in epochs],
+        "epochs": [
+            {
+                **{k: e[k] for k in EPOCH_FIELDS},
+                "energy_j": e.get("energy_j"),
+                "predicted_low_s": e.get("predicted_low_s"),
+                "predicted_high_s": e.get("predicted_high_s"),
+            }
+            for e in epochs
+        ],
         "objective": config.objective,
         **run_energy(epochs).to_dict(),
     }
@@ -64,14 +83,34 @@ def success_message(config: SessionConfig, plan: Plan, rt: Runtime) -> str:
     return text
 
 
-def epoch_record(*, epoch: int, loss: float, accuracy: float | None, val_accuracy: float | None, predicted: float | None,
-                 bounds: tuple[float | None, float | None], segments: list[Any], plan: Plan, energy: Any) -> dict[str, Any]:
+def epoch_record(
+    *,
+    epoch: int,
+    loss: float,
+    accuracy: float | None,
+    val_accuracy: float | None,
+    predicted: float | None,
+    bounds: tuple[float | None, float | None],
+    segments: list[Any],
+    plan: Plan,
+    energy: Any,
+) -> dict[str, Any]:
     """One epoch as the result's `epochs` list and the checkpoint keep it (actual: its training steps)."""
     return {
-        "epoch": epoch, "loss": loss, "accuracy": accuracy, "val_accuracy": val_accuracy, "predicted_s": predicted,
-        "actual_s": sum(s.seconds for s in segments), "plan": plan.to_dict(),
-        "segments": [{"plan": s.plan.to_dict(), "steps": s.steps, "actual_s": s.seconds, "predicted_s": s.predicted_s} for s in segments if s.steps],
+        "epoch": epoch,
+        "loss": loss,
+        "accuracy": accuracy,
+        "val_accuracy": val_accuracy,
+        "predicted_s": predicted,
+        "actual_s": sum(s.seconds for s in segments),
+        "plan": plan.to_dict(),
+        "segments": [
+            {"plan": s.plan.to_dict(), "steps": s.steps, "actual_s": s.seconds, "predicted_s": s.predicted_s}
+            for s in segments
+            if s.steps
+        ],
         "energy_j": energy.joules if energy is not None else None,
         "energy_source": energy.source if energy is not None else None,
-        "predicted_low_s": bounds[0], "predicted_high_s": bounds[1],
+        "predicted_low_s": bounds[0],
+        "predicted_high_s": bounds[1],
     }

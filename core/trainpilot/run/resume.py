@@ -1,5 +1,6 @@
 """What resuming a run needs: finding its checkpoint, checking it fits the model and the data, and
 storing what makes a later resume work from any directory. One-line errors name the checkpoint."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,7 +35,9 @@ def restore_checkpoint(trainer: Any, state: dict[str, Any], model_name: str) -> 
     try:
         trainer.load_state_dict(state)
     except Exception as exc:
-        raise CheckpointError(f"does not fit model {model_name} ({describe_exception(exc)})", state.get("loaded_from")) from exc
+        raise CheckpointError(
+            f"does not fit model {model_name} ({describe_exception(exc)})", state.get("loaded_from")
+        ) from exc
 
 
 LAST = "last"  # `--resume last`: the newest crashed or interrupted run of this host
@@ -75,7 +78,15 @@ def resumed_config(config: Any, load_state: Any) -> tuple[Any, dict[str, Any]]:
         config = replace(config, resume=resolve_run(config.resume))
     state = load_state(checkpoint_path(config.resume))
     saved = state["config"]
-    config = replace(config, model=saved["model"], dataset=saved["dataset"], batch_size=saved["batch_size"], lr=saved["lr"], seed=saved["seed"],
-                     val_fraction=saved["val_fraction"], freeze=saved.get("freeze", config.freeze),
-                     epochs=config.epochs if config.epochs is not None else saved["epochs"])
+    config = replace(
+        config,
+        model=saved["model"],
+        dataset=saved["dataset"],
+        batch_size=saved["batch_size"],
+        lr=saved["lr"],
+        seed=saved["seed"],
+        val_fraction=saved["val_fraction"],
+        freeze=saved.get("freeze", config.freeze),
+        epochs=config.epochs if config.epochs is not None else saved["epochs"],
+    )
     return config, state

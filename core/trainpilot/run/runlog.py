@@ -7,6 +7,7 @@ and it gets its final status when it ends. A process killed with SIGKILL never e
 is alive (comparing the create time tells a reused pid from the run's own process). A row from
 another host cannot be checked from here and stays "running".
 """
+
 from __future__ import annotations
 
 import os
@@ -63,7 +64,7 @@ def process_alive(pid: int | None, started_at: float | None) -> bool:
     return started_at is None or abs(created - started_at) <= CREATE_TIME_SLACK_S
 
 
-def effective_status(record: "RunRecord", host: str | None = None) -> str:
+def effective_status(record: RunRecord, host: str | None = None) -> str:
     """The stored status, except that a "running" row of this host whose process is gone is "crashed"."""
     if record.status != RUNNING:
         return record.status
@@ -73,14 +74,14 @@ def effective_status(record: "RunRecord", host: str | None = None) -> str:
 
 
 def checkpoint_exists(run_id: str) -> bool:
-    from trainpilot.run.checkpoint import LATEST, PREVIOUS
     from trainpilot.paths import runs_dir
+    from trainpilot.run.checkpoint import LATEST, PREVIOUS
 
     folder = runs_dir() / run_id
     return (folder / LATEST).is_file() or (folder / PREVIOUS).is_file()
 
 
-def newest_attempts(records: list["RunRecord"]) -> list["RunRecord"]:
+def newest_attempts(records: list[RunRecord]) -> list[RunRecord]:
     """Each run's newest row (a resumed run has one row per attempt), newest run first."""
     seen: set[str] = set()
     out = []
@@ -91,33 +92,39 @@ def newest_attempts(records: list["RunRecord"]) -> list["RunRecord"]:
     return out
 
 
-def last_resumable(history: "History") -> str:
+def last_resumable(history: History) -> str:
     """The run id of the newest run on this host that crashed or was interrupted and still has a
     checkpoint. Raises TrainPilotError (one line) when there is none."""
     host = socket.gethostname()
     for rec in newest_attempts([r for r in history.records() if r.host in (None, host)]):
         if effective_status(rec, host) in RESUMABLE and checkpoint_exists(rec.run_id):
             return rec.run_id
-    raise TrainPilotError(f"no run to resume: no crashed or interrupted run with a checkpoint in {history.path} (see `trainpilot headless history`)")
+    raise TrainPilotError(
+        f"no run to resume: no crashed or interrupted run with a checkpoint in {history.path} (see `trainpilot headless history`)"
+    )
 
 
 class RunLog:
     """The session's handle on its own history row. Every method is best-effort: a run must not
     fail because its history could not be written (the checkpoint is what resuming needs)."""
 
-    def __init__(self, history: "History"):
+    def __init__(self, history: History):
         self.history = history
         self.row_id: int | None = None
         self.notes: list[str] = []
         self._conn: Any = None  # kept open from start to finish: progress is written once an epoch
 
-    def start(self, record: "RunRecord") -> None:
+    def start(self, record: RunRecord) -> None:
         me = this_process()
         try:
             self._close_crashed(record.run_id)
-            self.row_id = self.history.start(replace(record, started_at=time.time()), pid=me.pid, host=me.host, process_started_at=me.started_at)
+            self.row_id = self.history.start(
+                replace(record, started_at=time.time()), pid=me.pid, host=me.host, process_started_at=me.started_at
+            )
         except Exception as exc:  # noqa: BLE001 - by contract
-            self.notes.append(f"could not record the start of run {record.run_id} in the history: {type(exc).__name__}: {exc}")
+            self.notes.append(
+                f"could not record the start of run {record.run_id} in the history: {type(exc).__name__}: {exc}"
+            )
             return
         try:
             self._conn = self.history.connection()
@@ -128,7 +135,11 @@ class RunLog:
         """Resuming a crashed run: its earlier attempt's row says "crashed" for good, so only the
         newest attempt can ever read as running or be resumed again."""
         host = socket.gethostname()
-        dead = [r.id for r in self.history.records() if r.run_id == run_id and r.id is not None and effective_status(r, host) == CRASHED]
+        dead = [
+            r.id
+            for r in self.history.records()
+            if r.run_id == run_id and r.id is not None and effective_status(r, host) == CRASHED
+        ]
         if dead:
             self.history.mark(dead, CRASHED)  # type: ignore[arg-type]
 
@@ -140,14 +151,16 @@ class RunLog:
         except Exception as exc:  # noqa: BLE001 - by contract
             self.notes.append(f"could not record the checkpoint in the history: {type(exc).__name__}: {exc}")
 
-    def finish(self, record: "RunRecord", learn: bool) -> None:
+    def finish(self, record: RunRecord, learn: bool) -> None:
         self.close()
         if self.row_id is None:
             return
         try:
             self.history.finish(self.row_id, record, learn=learn)
         except Exception as exc:  # noqa: BLE001 - by contract
-            self.notes.append(f"could not record the end of run {record.run_id} in the history: {type(exc).__name__}: {exc}")
+            self.notes.append(
+                f"could not record the end of run {record.run_id} in the history: {type(exc).__name__}: {exc}"
+            )
 
     def close(self) -> None:
         """Let go of the progress connection (finish does; so does a run that ends without one)."""
@@ -159,7 +172,7 @@ class RunLog:
                 pass
 
 
-def history_of(predictor: Any) -> "History | None":
+def history_of(predictor: Any) -> History | None:
     """The history the agent's cost model learns from (None for a predictor without one)."""
     from trainpilot.predict.history import History
 

@@ -10,24 +10,26 @@ The session only sequences the run. What varies it is composed: the strategy (st
 process, or one rank of a distributed run), the plan choice (plan_choice.py), the forecast of its
 times (forecast.py), its history row (learning.py) and its result (result.py).
 """
+
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from trainpilot import events as ev
-from trainpilot.errors import CheckpointError, TrainPilotError
 from trainpilot.backends import BACKEND_NAMES
+from trainpilot.errors import CheckpointError, TrainPilotError
 from trainpilot.plans import Availability, Plan
 from trainpilot.run import resume
+from trainpilot.run.checkpointing import RunCheckpoints
 from trainpilot.run.config import DEFAULT_EPOCHS, SessionConfig, new_run_id, with_default_epochs
-from trainpilot.run.forecast import RunForecast, switch_cost_s
-from trainpilot.run.learning import RunRecorder
 from trainpilot.run.epoch_loop import EpochLoop
-from trainpilot.run.plan_choice import fallback_plan, override_availability
+from trainpilot.run.forecast import RunForecast
+from trainpilot.run.learning import RunRecorder
+from trainpilot.run.plan_choice import override_availability
+from trainpilot.run.plan_switch import PlanSwitch
 from trainpilot.run.result import run_result
-from trainpilot.run.resume import describe_exception
-from trainpilot.run.state import Runtime, Snapshot, Totals
+from trainpilot.run.state import Runtime, Totals
 from trainpilot.run.steering import Steering
 from trainpilot.run.strategy import RunStrategy
 
@@ -37,7 +39,9 @@ STEP_EVENT_INTERVAL_S = 0.05  # at most ~20 StepProgressed events a second: enou
 
 
 class TrainingSession:
-    def __init__(self, config: SessionConfig, orchestrator: Any = None, dataset: Any = None, strategy: RunStrategy | None = None):
+    def __init__(
+        self, config: SessionConfig, orchestrator: Any = None, dataset: Any = None, strategy: RunStrategy | None = None
+    ):
         self.strategy = strategy or RunStrategy()
         self.config = self.strategy.configure(with_default_epochs(config))
         self.run_id = self.strategy.agree_run_id(self.config.run_id or new_run_id())
@@ -47,15 +51,15 @@ class TrainingSession:
         self.forecast = RunForecast()
         self.forecast.predicts = self.strategy.predicts
         self.recorder = RunRecorder()
+        self.switcher = PlanSwitch(self)
+        self.checkpoints = RunCheckpoints(self)
         self.plan: Plan | None = None
         self.profile: Any = None
         self.rt = Runtime()
         self.finished: ev.RunFinished | None = None
         self.trainer: Any = None
-        self._snapshot: Snapshot | None = None
         self.position: tuple[int, int, Totals] = (0, 0, Totals())
-        self._run_path: Path | None = None
-        self._fingerprint: dict[str, Any] | None = None
+        self.checkpoints.fingerprint: dict[str, Any] | None = None
         self.energy_meter: Any = None  # energy.EnergyMeter, started when training starts
         self._ui_steady: float | None = None  # the caller's UI's steady load (expect_ui_load)
         self.progress_interval_s = STEP_EVENT_INTERVAL_S  # least time between StepProgressed events
@@ -142,19 +146,42 @@ class TrainingSession:
         allocator = keep_freed_memory()  # before anything is timed: calibration, planning and training alike
         resume_state = self._resumed_config() if self.config.resume else None
         cfg = self.config
-        job = prepare_job(cfg.model, self._dataset if self._dataset is not None else cfg.dataset, epochs=cfg.epochs,
-                          batch_size=cfg.batch_size, val_fraction=cfg.val_fraction, seed=cfg.seed)
-        self._fingerprint = job.fingerprint()
-        if resume_state and resume_state.get("dataset_fingerprint") not in (None, self._fingerprint):
-            raise CheckpointError(f"was written for a dataset of {resume.shape_text(resume_state['dataset_fingerprint'])}, but {job.dataset.source} now holds {resume.shape_text(self._fingerprint)}",
-                                  resume_state.get("loaded_from"))
+        job = prepare_job(
+            cfg.model,
+            self._dataset if self._dataset is not None else cfg.dataset,
+            epochs=cfg.epochs,
+            batch_size=cfg.batch_size,
+            val_fraction=cfg.val_fraction,
+            seed=cfg.seed,
+        )
+        self.checkpoints.fingerprint = job.fingerprint()
+        if resume_state and resume_state.get("dataset_fingerprint") not in (None, self.checkpoints.fingerprint):
+            raise CheckpointError(
+                f"was written for a dataset of {resume.shape_text(resume_state['dataset_fingerprint'])}, but {job.dataset.source} now holds {resume.shape_text(self.checkpoints.fingerprint)}",
+                resume_state.get("loaded_from"),
+            )
         self.profile = self.forecast.profile = profile = job.profile
         model = job.fresh_model()
         start_epoch = int(resume_state["epoch"]) if resume_state else 0
         start_step = int(resume_state["step"]) if resume_state else 0
-        yield ev.SessionStarted(self.run_id, job.spec.name, job.dataset.source, cfg.epochs, cfg.batch_size, len(job.train_set), len(job.val_set), resumed_from_epoch=start_epoch)
+        yield ev.SessionStarted(
+            self.run_id,
+            job.spec.name,
+            job.dataset.source,
+            cfg.epochs,
+            cfg.batch_size,
+            len(job.train_set),
+            len(job.val_set),
+            resumed_from_epoch=start_epoch,
+        )
         if resume_state and resume_state.get("recovered_from"):
-            yield ev.AgentStepped(self.run_id, "observe", f"latest checkpoint unusable ({resume_state['recovered_from']}); resuming from the previous one, epoch {start_epoch}", None, {})
+            yield ev.AgentStepped(
+                self.run_id,
+                "observe",
+                f"latest checkpoint unusable ({resume_state['recovered_from']}); resuming from the previous one, epoch {start_epoch}",
+                None,
+                {},
+            )
 
         # OBSERVE
         agent = self._orchestrator or HardwareOrchestrator(backends=self._backends, objective=cfg.objective)
@@ -166,7 +193,8 @@ class TrainingSession:
         step = agent.observe(observation, profile)
         yield ev.HardwareObserved(self.run_id, profile.to_dict(), observation, step.text)
         yield self._emit_step(step)
-        yield ev.AgentStepped(self.run_id, "act", allocator.text, None, {})  # every run says it: the setting is the process's
+        # every run says it: the setting is the process's
+        yield ev.AgentStepped(self.run_id, "act", allocator.text, None, {})
         yield from self.strategy.first_sight(self.run_id, agent.predictor)
 
         # THINK
@@ -194,12 +222,23 @@ class TrainingSession:
         self.position = (start_epoch, start_step, totals)
         self.recorder.start_meter()  # the load the run meets, for learning (see finish)
         self.energy_meter = open_run_meter(choice.plan)
-        self._run_path = runs_dir() / self.run_id  # created by the first checkpoint: a run that fails to start leaves nothing
-        yield from self.switch(choice.plan, source, reason, self.rt.confidence if source == "agent" else None, load)
+        # created by the first checkpoint: a run that fails to start leaves nothing
+        self.checkpoints.run_path = runs_dir() / self.run_id
+        yield from self.switcher.switch(
+            choice.plan, source, reason, self.rt.confidence if source == "agent" else None, load
+        )
         per_epoch = self.forecast.epoch_s(self.plan, load)  # type: ignore[arg-type]
         self.rt.predicted_total_s = per_epoch * cfg.epochs if per_epoch else None
         if cfg.record_history and self.strategy.writes_checkpoints:
-            self.recorder.start(agent, run_id=self.run_id, profile=profile, plan=self.plan, load=load, predicted_s=self.rt.predicted_total_s, epochs_done=start_epoch)
+            self.recorder.start(
+                agent,
+                run_id=self.run_id,
+                profile=profile,
+                plan=self.plan,
+                load=load,
+                predicted_s=self.rt.predicted_total_s,
+                epochs_done=start_epoch,
+            )
         yield from EpochLoop(self, load).run(start_epoch, start_step, totals)
 
     def _resumed_config(self) -> dict[str, Any]:
@@ -212,93 +251,18 @@ class TrainingSession:
     def _emit_step(self, step: Any) -> ev.AgentStepped:
         return ev.AgentStepped(self.run_id, step.phase, step.text, step.confidence, dict(step.data))
 
-    # ---------------------------------------------------------------- plans: switch, fall back
-
-    def switch(self, plan: Plan, source: str, reason: str, confidence: float | None, load: Any) -> Iterator[ev.Event]:
-        switch_cost = switch_cost_s(self.profile, self.plan, plan) if self.plan is not None and self.profile is not None else None
-        if not plan.is_eager_cpu:
-            # The last good state to come back to if the device (or compiling) fails (eager CPU
-            # needs none: its failure is a bug or bad input, not something another plan can fix).
-            epoch, step, totals = self.position
-            self._snapshot = Snapshot(epoch, step, totals.copy(), self.trainer.snapshot())
-        try:
-            self.trainer.use_plan(plan)
-        except Exception as exc:
-            if plan.is_eager_cpu:
-                raise
-            yield from self.fall_back(f"moving to {plan.label} failed: {describe_exception(exc)}", load)
-            return
-        self.plan = plan
-        if self.energy_meter is not None:
-            self.energy_meter.cover(plan)  # a run moved to a device: count the device's energy too
-        per_epoch = self.forecast.epoch_s(plan, load)
-        remaining = per_epoch * max(self.config.epochs - len(self.rt.epoch_records), 0) if per_epoch else None  # type: ignore[operator]
-        self.rt.plan_changes.append({"plan": plan.to_dict(), "source": source, "reason": reason, "at_epoch": len(self.rt.epoch_records) + 1})
-        low, high = self.forecast.bounds(plan, remaining)
-        yield ev.BackendChosen(self.run_id, plan, confidence, source, reason, remaining, switch_cost, low, high)
-        yield from self.strategy.after_switch(self.run_id, self.trainer)
-
-    def can_fall_back(self) -> bool:
-        """Whether a failed step may continue on the CPU from the last good state (device plans)."""
-        return self.strategy.can_fall_back and self.plan is not None and not self.plan.is_eager_cpu and self._snapshot is not None
-
-    def fall_back(self, reason: str, load: Any) -> Iterator[ev.Event]:
-        """Continue on the CPU from the last good state and say why. The live tensors are not
-        trusted (a step may have died half way through the optimizer update), so the snapshot taken
-        when the device plan began, or at the last epoch end, is restored; the steps since are redone."""
-        snap = self._snapshot
-        assert snap is not None and self.trainer is not None
-        self.rt.fallback_reason = reason
-        self.trainer.restore_on_cpu(snap.state)
-        del self.rt.epoch_records[snap.epoch :]
-        self.position = (snap.epoch, snap.step, snap.totals.copy())
-        where = f"epoch {snap.epoch + 1}, step {snap.step}"
-        yield ev.AgentStepped(self.run_id, "act", f"{reason}; restoring the last good state ({where}) and continuing on the CPU", None, {"fallback": reason})
-        cpu = fallback_plan(self.config, self._backends("cpu"), self.logical_cpus, self.predictions)
-        yield from self.switch(cpu, "fallback", f"{reason}; continuing on the CPU from {where}", None, load)
-
-    # ---------------------------------------------------------------- checkpoints and the end
-
-    def kept(self) -> str:
-        if self.rt.checkpoint:
-            return f"the last good checkpoint ({self.rt.checkpoint}) is kept"
-        return "nothing was saved"
-
-    def checkpoint_here(self) -> Iterator[ev.Event]:
-        """A checkpoint of the step boundary the run is at (a lost peer: the failed step changed nothing)."""
-        epoch, step, totals = self.position
-        return self.checkpoint(epoch, step, "interrupt", totals, force=True)
-
-    def checkpoint(self, epoch: int, step: int, reason: str, totals: Totals, record: dict[str, Any] | None = None, force: bool = False) -> Iterator[ev.Event]:
-        """Save the state at (epoch, step). At an epoch end the copy also becomes the in-memory
-        last good state, and the epoch's record is appended only once its weights are known good."""
-        from trainpilot.run.checkpoint import check_finite, checkpoint_meta, save_checkpoint
-
-        if not (self.strategy.writes_checkpoints or force):
-            if record is not None:
-                self.rt.epoch_records.append(record)
-            return
-        assert self.trainer is not None and self._run_path is not None
-        # On a device plan the epoch's state is also the last good state to fall back to, so it
-        # gets a private copy; on the CPU (no fallback) the live tensors are saved as they are.
-        keep = reason == "epoch" and self.plan is not None and not self.plan.is_eager_cpu
-        state = self.trainer.snapshot() if keep else self.trainer.state_dict()
-        check_finite(state, epoch, step, self.kept())
-        records = self.rt.epoch_records + ([record] if record is not None else [])
-        meta = checkpoint_meta(epoch=epoch, step=step, run_id=self.run_id, config=self.config.to_dict(), plan=self.plan, epoch_records=records,
-                               totals=totals.to_dict(), fingerprint=self._fingerprint)
-        path = save_checkpoint(self._run_path, dict(state, **meta))
-        self.recorder.checkpointed(epoch)
-        if record is not None:
-            self.rt.epoch_records.append(record)
-        if keep:
-            self._snapshot = Snapshot(epoch, step, totals.copy(), state)
-        self.rt.checkpoint = str(path)
-        yield ev.CheckpointSaved(self.run_id, str(path), epoch, step, reason)
-
     def result(self, status: str, message: str) -> dict[str, Any]:
         """The run as the documented --json schema (docs/json.md)."""
-        out = run_result(run_id=self.run_id, status=status, message=message, config=self.config, plan=self.plan, profile=self.profile, rt=self.rt, bounds=self.forecast.bounds)
+        out = run_result(
+            run_id=self.run_id,
+            status=status,
+            message=message,
+            config=self.config,
+            plan=self.plan,
+            profile=self.profile,
+            rt=self.rt,
+            bounds=self.forecast.bounds,
+        )
         return {**out, **self.strategy.result_extra(self.trainer)}
 
     def finish(self, status: str, message: str) -> ev.RunFinished:
@@ -313,8 +277,18 @@ class TrainingSession:
             result["load_met"] = {"busy_cores": round(met.busy_cores, 3), "ui_cores": round(met.ui_cores, 3)}
         if self.config.record_history and self.profile is not None and self.plan is not None and agent is not None:
             try:
-                self.recorder.finish(agent, run_id=self.run_id, profile=self.profile, plan=self.plan, status=status, result=result, epoch_records=self.rt.epoch_records,
-                                     plan_changes=self.rt.plan_changes, trained=bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None), met=met)
+                self.recorder.finish(
+                    agent,
+                    run_id=self.run_id,
+                    profile=self.profile,
+                    plan=self.plan,
+                    status=status,
+                    result=result,
+                    epoch_records=self.rt.epoch_records,
+                    plan_changes=self.rt.plan_changes,
+                    trained=bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None),
+                    met=met,
+                )
             except Exception:
                 pass  # learning is best-effort; the run's own result must still come out
         self.finished = ev.RunFinished(self.run_id, status, message, result)

@@ -1,5 +1,6 @@
 """The mutable state of a running session, kept in small records so the result and a checkpoint
 can be built from it at any step boundary."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
@@ -26,14 +27,14 @@ class Totals:
     correct: float = 0.0
     seen: float = 0.0
 
-    def copy(self) -> "Totals":
+    def copy(self) -> Totals:
         return replace(self)
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Totals":
+    def from_dict(cls, data: Any) -> Totals:
         try:
             return cls(float(data["loss_sum"]), float(data["correct"]), float(data["seen"]))
         except (TypeError, KeyError, ValueError):

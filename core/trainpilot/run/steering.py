@@ -1,15 +1,17 @@
 """Requests from other threads (override, pause, resume, stop), queued and applied by the session
 at the next step boundary, so the model and optimizer are never touched mid-step."""
+
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 class Steering:
     def __init__(self) -> None:
-        self._commands: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self._commands: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._pause = threading.Event()
         self._lock = threading.Lock()
         self.stop_reason: str | None = None

@@ -4,11 +4,13 @@
 Each hook is a place where ranks must differ or agree: who leads (records the history, writes the
 checkpoints), which plan (the agent's, or the launch's), how a stop is agreed, what resuming reads,
 and what the result adds."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator
+from typing import Any
 
 from trainpilot import events as ev
 from trainpilot.plans import Plan
@@ -43,12 +45,18 @@ class RunStrategy:
 
         if not auto_calibration_enabled():
             return
-        yield ev.AgentStepped(run_id, "observe", "first run on this machine: a quick calibration of the cost model (`trainpilot headless calibrate` measures fully)")
+        yield ev.AgentStepped(
+            run_id,
+            "observe",
+            "first run on this machine: a quick calibration of the cost model (`trainpilot headless calibrate` measures fully)",
+        )
         start = time.perf_counter()
         try:
             ensure_calibrated(predictor)
         except Exception as exc:  # calibration is an optimisation: a failure must not cost the run
-            yield ev.AgentStepped(run_id, "observe", f"calibration failed ({type(exc).__name__}: {exc}); the rule cascade decides")
+            yield ev.AgentStepped(
+                run_id, "observe", f"calibration failed ({type(exc).__name__}: {exc}); the rule cascade decides"
+            )
             return
         yield ev.AgentStepped(run_id, "observe", f"calibrated in {fmt_s(time.perf_counter() - start)}")
 
@@ -59,10 +67,14 @@ class RunStrategy:
         """Whether the cost model's prediction of `plan` is this run's."""
         return True
 
-    def make_trainer(self, model: Any, train_set: Any, val_set: Any, config: SessionConfig, backends: Any, steering: Any) -> Any:
+    def make_trainer(
+        self, model: Any, train_set: Any, val_set: Any, config: SessionConfig, backends: Any, steering: Any
+    ) -> Any:
         from trainpilot.run.trainer import Trainer
 
-        return Trainer(model, train_set, val_set, batch_size=config.batch_size, lr=config.lr, seed=config.seed, backends=backends)
+        return Trainer(
+            model, train_set, val_set, batch_size=config.batch_size, lr=config.lr, seed=config.seed, backends=backends
+        )
 
     def stop_agreed(self, trainer: Any, stop_reason: str | None) -> str | None:
         """The reason to stop at this step boundary, or None to go on."""

@@ -5,6 +5,7 @@ the optimizer state to the new device without touching either, so training conti
 where it was. Epoch order is a permutation seeded by (seed, epoch): a run resumed from a
 checkpoint sees the same batches as one that never stopped.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,8 @@ import torch
 from torch import nn
 
 from trainpilot.backends import move_optimizer_state
-from trainpilot.parallel.plan_backends import resolve_backend
 from trainpilot.job.data import Dataset
+from trainpilot.parallel.plan_backends import resolve_backend
 from trainpilot.plans import Plan
 
 
@@ -34,7 +35,17 @@ class StepResult:
 
 
 class Trainer:
-    def __init__(self, model: nn.Module, train: Dataset, val: Dataset, *, batch_size: int, lr: float, seed: int, backends: Any = resolve_backend):
+    def __init__(
+        self,
+        model: nn.Module,
+        train: Dataset,
+        val: Dataset,
+        *,
+        batch_size: int,
+        lr: float,
+        seed: int,
+        backends: Any = resolve_backend,
+    ):
         self._backend = backends  # name -> Backend; a session may carry its own options (ANE --freeze)
         self.full_model = model
         self.model = model  # what trains now; a backend may narrow it (the ANE's head)
@@ -107,7 +118,9 @@ class Trainer:
             loss.backward()
         self.optimizer.step()
         correct = int((logits.argmax(dim=1) == y).sum())  # .item() syncs the device: timings stay honest
-        return StepResult(epoch, step + 1, self.steps_per_epoch, float(loss.detach()), correct, len(idx), time.perf_counter() - start)
+        return StepResult(
+            epoch, step + 1, self.steps_per_epoch, float(loss.detach()), correct, len(idx), time.perf_counter() - start
+        )
 
     def evaluate(self) -> float | None:
         """Accuracy of the whole model on the held-out split (None when there is none)."""

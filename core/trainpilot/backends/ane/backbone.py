@@ -7,6 +7,7 @@ and user models that name a `backbone` and a `head`, without assuming how their 
 The head shares its modules (and so its parameters) with the original model: training the head
 trains the model, and the model is complete again after training.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -92,7 +93,9 @@ def split_sequence(steps: list[nn.Module], freeze: int) -> tuple[list[nn.Module]
     (ReLU, pooling, flatten) in the backbone: they cost nothing to train and shrink the features."""
     total = count_learnable(steps)
     if not 1 <= freeze < total:
-        raise WorkloadError(f"--freeze must be between 1 and {total - 1} for this model ({total} learnable layers), got {freeze}")
+        raise WorkloadError(
+            f"--freeze must be between 1 and {total - 1} for this model ({total} learnable layers), got {freeze}"
+        )
     seen, cut = 0, len(steps)
     for i, step in enumerate(steps):
         if any(True for _ in step.parameters()):
@@ -117,7 +120,11 @@ def _check_equivalent(model: nn.Module, backbone: nn.Module, head: nn.Module, sa
         raise WorkloadError(f"the model cannot be split into backbone and head: {type(exc).__name__}: {exc}") from exc
     finally:
         model.train(was_training)
-    if not isinstance(expected, torch.Tensor) or expected.shape != got.shape or not torch.allclose(expected, got, atol=1e-5, rtol=1e-4):
+    if (
+        not isinstance(expected, torch.Tensor)
+        or expected.shape != got.shape
+        or not torch.allclose(expected, got, atol=1e-5, rtol=1e-4)
+    ):
         raise WorkloadError("the model's forward() is not head(backbone(x)); cannot freeze a backbone safely")
 
 

@@ -11,32 +11,34 @@ No public Apple API trains a network on the ANE. What exists, and what this back
 After training, `export` writes an .mlpackage and, on macOS 14.4+, reads MLComputePlan's
 per-operation placement, so "runs on the ANE" is a reported figure rather than a claim.
 """
+
 from __future__ import annotations
 
 import platform
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainpilot.backends.ane.coreml_import import coremltools_dir
+from trainpilot.backends.base import Backend
 from trainpilot.errors import BackendUnavailable, WorkloadError
 from trainpilot.plans import Availability, Plan
-from trainpilot.backends.base import Backend
-from trainpilot.backends.ane.coreml_import import coremltools_dir
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from trainpilot.job.workload import WorkloadProfile
+    from trainpilot.backends.ane.backbone import Split
     from trainpilot.backends.ane.convert import ConvertedModel
     from trainpilot.backends.ane.placement import PlacementReport
     from trainpilot.backends.ane.runtime import CoreMLRuntime
-    from trainpilot.backends.ane.backbone import Split
     from trainpilot.backends.ane.updatable import UpdatableModel
+    from trainpilot.job.workload import WorkloadProfile
 
 FROZEN_BACKBONE = "frozen-backbone"
 CORE_ML_UPDATE = "core-ml-update"
@@ -57,7 +59,7 @@ class PlatformFacts:
     mac_version: tuple[int, ...]
 
     @classmethod
-    def here(cls) -> "PlatformFacts":
+    def here(cls) -> PlatformFacts:
         from trainpilot.backends.ane.runtime import mac_version
 
         return cls(platform.system(), platform.machine(), mac_version())
@@ -67,15 +69,15 @@ class PlatformFacts:
 class FrozenBackbone:
     """A split model whose backbone has been converted; reused for train and validation features."""
 
-    split: "Split"
-    converted: "ConvertedModel"
+    split: Split
+    converted: ConvertedModel
     feature_shape: tuple[int, ...]
     feature_seconds: list[float] = field(default_factory=list)  # one entry per adapt_job call
 
 
 @dataclass(frozen=True)
 class UpdateReport:
-    model: "UpdatableModel"
+    model: UpdatableModel
     epoch_losses: list[float]
     seconds: float
     tensors_loaded: int  # weight/bias tensors copied back into the PyTorch model
@@ -84,8 +86,8 @@ class UpdateReport:
 
 @dataclass(frozen=True)
 class ExportReport:
-    converted: "ConvertedModel"
-    placement: "PlacementReport | None"
+    converted: ConvertedModel
+    placement: PlacementReport | None
     placement_note: str  # the placement summary, or why it could not be read here
 
 
@@ -102,7 +104,7 @@ class AneBackend(Backend):
         self,
         freeze: int | None = None,
         *,
-        runtime: "CoreMLRuntime | Any | None" = None,
+        runtime: CoreMLRuntime | Any | None = None,
         work_dir: Path | str | None = None,
         batch_size: int = 64,
         platform_facts: PlatformFacts | None = None,
@@ -116,15 +118,20 @@ class AneBackend(Backend):
         self._facts = platform_facts
         self._prepared: dict[tuple[int, int | None, tuple[int, ...]], FrozenBackbone] = {}
 
-    def with_options(self, *, freeze: int | None = None, work_dir: Path | str | None = None) -> "AneBackend":
+    def with_options(self, *, freeze: int | None = None, work_dir: Path | str | None = None) -> AneBackend:
         """A configured copy (the registry's instance is shared, so it is never mutated)."""
-        return AneBackend(freeze, runtime=self._runtime, work_dir=work_dir or self._work_dir,
-                          batch_size=self.batch_size, platform_facts=self._facts)
+        return AneBackend(
+            freeze,
+            runtime=self._runtime,
+            work_dir=work_dir or self._work_dir,
+            batch_size=self.batch_size,
+            platform_facts=self._facts,
+        )
 
     # ------------------------------------------------------------------ what exists here
 
     @property
-    def runtime(self) -> "CoreMLRuntime | Any":
+    def runtime(self) -> CoreMLRuntime | Any:
         if self._runtime is None:
             from trainpilot.backends.ane.runtime import CoreMLRuntime
 
@@ -164,7 +171,7 @@ class AneBackend(Backend):
 
     # ------------------------------------------------------------------ what it can run
 
-    def mode_support(self, profile: "WorkloadProfile") -> dict[str, Availability]:
+    def mode_support(self, profile: WorkloadProfile) -> dict[str, Availability]:
         """Per mode, whether this workload fits, judged from its profile alone (no model needed).
         `check_model` gives the exact answer once the module exists."""
         kinds = {k for k, v in profile.layer_kinds.items() if v}
@@ -174,28 +181,34 @@ class AneBackend(Backend):
         elif self.freeze is None and not profile.extra.get("ane_backbone"):
             frozen = Availability(False, "frozen-backbone needs --freeze N (or a model with `backbone` and `head`)")
         elif self.freeze is not None and not 1 <= self.freeze < profile.layers:
-            frozen = Availability(False, f"--freeze {self.freeze} must leave 1..{profile.layers - 1} of {profile.layers} layers frozen")
+            frozen = Availability(
+                False, f"--freeze {self.freeze} must leave 1..{profile.layers - 1} of {profile.layers} layers frozen"
+            )
         else:
             frozen = Availability(True)
         other = sorted(kinds - UPDATABLE_KINDS)
         if other:
-            update = Availability(False, "core-ml-update trains only conv/dense layers; this model has " + ", ".join(other) + " layers")
+            update = Availability(
+                False, "core-ml-update trains only conv/dense layers; this model has " + ", ".join(other) + " layers"
+            )
         elif self.freeze is not None and self.freeze >= profile.layers:
             update = Availability(False, f"--freeze {self.freeze} leaves no layer for Core ML to update")
         else:
             update = Availability(True)
         return {FROZEN_BACKBONE: frozen, CORE_ML_UPDATE: update}
 
-    def supports(self, profile: "WorkloadProfile") -> Availability:
+    def supports(self, profile: WorkloadProfile) -> Availability:
         support = self.mode_support(profile)
         if any(support.values()):
             return Availability(True)
         return Availability(False, "; ".join(f"{mode}: {a.reason}" for mode, a in support.items()))
 
-    def supports_plan(self, profile: "WorkloadProfile", plan: Plan) -> Availability:
-        return self.mode_support(profile).get(plan.mode or FROZEN_BACKBONE, Availability(False, f"unknown ANE mode '{plan.mode}'"))
+    def supports_plan(self, profile: WorkloadProfile, plan: Plan) -> Availability:
+        return self.mode_support(profile).get(
+            plan.mode or FROZEN_BACKBONE, Availability(False, f"unknown ANE mode '{plan.mode}'")
+        )
 
-    def check_model(self, model: "nn.Module", sample_shape: tuple[int, ...]) -> dict[str, Availability]:
+    def check_model(self, model: nn.Module, sample_shape: tuple[int, ...]) -> dict[str, Availability]:
         """The exact per-mode answer for a built model (runs a probe forward pass, no conversion)."""
         from trainpilot.backends.ane.backbone import split_model
         from trainpilot.backends.ane.updatable import check_updatable
@@ -207,15 +220,21 @@ class AneBackend(Backend):
             frozen = Availability(False, exc.problem)
         return {FROZEN_BACKBONE: frozen, CORE_ML_UPDATE: check_updatable(model)}
 
-    def device(self, plan: Plan) -> "torch.device":
+    def device(self, plan: Plan) -> torch.device:
         import torch
 
         return torch.device("cpu")  # the head (frozen-backbone) trains on the CPU in PyTorch
 
     def describe(self) -> dict[str, Any]:
         data = super().describe()
-        data["modes"] = {mode: {"available": (a := self.mode_availability(mode)).available, "reason": a.reason,
-                                "runs_on": MODE_TEXT[mode]} for mode in MODES}
+        data["modes"] = {
+            mode: {
+                "available": (a := self.mode_availability(mode)).available,
+                "reason": a.reason,
+                "runs_on": MODE_TEXT[mode],
+            }
+            for mode in MODES
+        }
         return data
 
     # ------------------------------------------------------------------ frozen-backbone
@@ -230,10 +249,10 @@ class AneBackend(Backend):
         self._work_dir.mkdir(parents=True, exist_ok=True)
         return self._work_dir
 
-    def prepare_frozen_backbone(self, model: "nn.Module", sample_shape: tuple[int, ...]) -> FrozenBackbone:
+    def prepare_frozen_backbone(self, model: nn.Module, sample_shape: tuple[int, ...]) -> FrozenBackbone:
         """Split the model and convert its backbone to an .mlpackage (any OS). Cached per model."""
-        from trainpilot.backends.ane.convert import convert_module
         from trainpilot.backends.ane.backbone import output_shape, split_model
+        from trainpilot.backends.ane.convert import convert_module
 
         sample_shape = tuple(int(d) for d in sample_shape)
         key = (id(model), self.freeze, sample_shape)
@@ -242,13 +261,18 @@ class AneBackend(Backend):
             return cached
         split = split_model(model, sample_shape, self.freeze)
         feature_shape = output_shape(split.backbone, sample_shape)
-        converted = convert_module(split.backbone, sample_shape, self.work_dir() / "backbone.mlpackage",
-                                   batch_size=self.batch_size, output_name="features")
+        converted = convert_module(
+            split.backbone,
+            sample_shape,
+            self.work_dir() / "backbone.mlpackage",
+            batch_size=self.batch_size,
+            output_name="features",
+        )
         prepared = FrozenBackbone(split, converted, feature_shape)
         self._prepared[key] = prepared
         return prepared
 
-    def adapt_job(self, model: "nn.Module", inputs: Any, plan: Plan) -> tuple["nn.Module", Any]:
+    def adapt_job(self, model: nn.Module, inputs: Any, plan: Plan) -> tuple[nn.Module, Any]:
         """frozen-backbone: returns (head, features): the head module (shares parameters with
         `model`) and a float32 array (N, *feature_shape), row i computed from inputs[i] by the
         backbone in Core ML. Call it again with validation inputs: the conversion is reused.
@@ -264,10 +288,17 @@ class AneBackend(Backend):
         sample_shape = sample_shape_of(inputs)
         prepared = self.prepare_frozen_backbone(model, sample_shape)
         check_feature_memory(len(inputs), prepared.feature_shape)
-        predict = self.runtime.predictor(prepared.converted.path, prepared.converted.input_name, prepared.converted.output_name)
+        predict = self.runtime.predictor(
+            prepared.converted.path, prepared.converted.input_name, prepared.converted.output_name
+        )
         start = time.perf_counter()
-        features = cache_features(predict, inputs, batch_size=prepared.converted.batch_size,
-                                  sample_shape=sample_shape, output_shape=prepared.feature_shape)
+        features = cache_features(
+            predict,
+            inputs,
+            batch_size=prepared.converted.batch_size,
+            sample_shape=sample_shape,
+            output_shape=prepared.feature_shape,
+        )
         prepared.feature_seconds.append(time.perf_counter() - start)
         return prepared.split.head, features
 
@@ -276,23 +307,48 @@ class AneBackend(Backend):
     def trains_whole_epochs(self, plan: Plan) -> bool:
         return plan.mode == CORE_ML_UPDATE
 
-    def train_epoch(self, model: "nn.Module", train_set: Any, *, batch_size: int, lr: float) -> float:
+    def train_epoch(self, model: nn.Module, train_set: Any, *, batch_size: int, lr: float) -> float:
         """One epoch through Core ML's MLUpdateTask (macOS), with Adam as the session's own steps use."""
-        report = self.train_core_ml_update(model, train_set.X, train_set.y, train_set.num_classes,
-                                           epochs=1, batch_size=batch_size, learning_rate=lr, optimizer="adam")
+        report = self.train_core_ml_update(
+            model,
+            train_set.X,
+            train_set.y,
+            train_set.num_classes,
+            epochs=1,
+            batch_size=batch_size,
+            learning_rate=lr,
+            optimizer="adam",
+        )
         return float(report.epoch_losses[-1])
 
-    def build_update_model(self, model: "nn.Module", sample_shape: tuple[int, ...], num_classes: int, *,
-                           epochs: int, batch_size: int, learning_rate: float, optimizer: str = "sgd") -> "UpdatableModel":
+    def build_update_model(
+        self,
+        model: nn.Module,
+        sample_shape: tuple[int, ...],
+        num_classes: int,
+        *,
+        epochs: int,
+        batch_size: int,
+        learning_rate: float,
+        optimizer: str = "sgd",
+    ) -> UpdatableModel:
         from trainpilot.backends.ane.updatable import build_updatable_model
 
-        return build_updatable_model(model, sample_shape, num_classes, self.work_dir() / "updatable.mlmodel",
-                                     epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-                                     optimizer=optimizer, freeze=self.freeze or 0)
+        return build_updatable_model(
+            model,
+            sample_shape,
+            num_classes,
+            self.work_dir() / "updatable.mlmodel",
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            optimizer=optimizer,
+            freeze=self.freeze or 0,
+        )
 
     def train_core_ml_update(
         self,
-        model: "nn.Module",
+        model: nn.Module,
         inputs: Any,
         labels: Any,
         num_classes: int,
@@ -307,18 +363,33 @@ class AneBackend(Backend):
         from trainpilot.backends.ane.updatable import load_weights
 
         sample_shape = sample_shape_of(inputs)
-        built = self.build_update_model(model, sample_shape, num_classes, epochs=epochs, batch_size=batch_size,
-                                        learning_rate=learning_rate, optimizer=optimizer)
+        built = self.build_update_model(
+            model,
+            sample_shape,
+            num_classes,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            optimizer=optimizer,
+        )
         x = np.asarray(inputs, dtype=np.float32).reshape(len(inputs), *built.input_shape)
         y = np.asarray(labels).astype(np.int64).reshape(-1)
-        result = self.runtime.run_update(built.path, list(built.layers), built.input_name, built.label_name, x, y,
-                                         on_epoch=on_epoch, out_dir=self.work_dir())
+        result = self.runtime.run_update(
+            built.path,
+            list(built.layers),
+            built.input_name,
+            built.label_name,
+            x,
+            y,
+            on_epoch=on_epoch,
+            out_dir=self.work_dir(),
+        )
         loaded = load_weights(model, built, result.weights)
         return UpdateReport(built, list(result.epoch_losses), result.seconds, loaded)
 
     # ------------------------------------------------------------------ after training
 
-    def export(self, model: "nn.Module", sample_shape: tuple[int, ...], path: Path | str) -> ExportReport:
+    def export(self, model: nn.Module, sample_shape: tuple[int, ...], path: Path | str) -> ExportReport:
         """Write the trained model as an .mlpackage and, where Core ML can say, where it runs."""
         from trainpilot.backends.ane.convert import export_mlpackage
         from trainpilot.backends.ane.placement import summarize

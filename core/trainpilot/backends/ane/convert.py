@@ -9,6 +9,7 @@ Choices that matter for the ANE:
 
 Runs on Linux: conversion and saving need no Core ML runtime; only loading for prediction does.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,8 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainpilot.errors import WorkloadError
 from trainpilot.backends.ane.coreml_import import load_coremltools, quiet_coremltools
+from trainpilot.errors import WorkloadError
 
 INPUT_NAME = "x"
 OUTPUT_NAME = "y"

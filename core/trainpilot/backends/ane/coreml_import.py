@@ -10,6 +10,7 @@ JSON and the TUI owns the terminal, so everything coremltools says is captured h
 Nothing here imports coremltools at module import time; `availability()` probes only the file
 system (importlib's find_spec of a top-level package does not execute it).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,9 +19,9 @@ import io
 import logging
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
 
 from trainpilot.errors import BackendUnavailable
 
@@ -56,7 +57,11 @@ def quiet_coremltools() -> Iterator[list[str]]:
     logger.setLevel(logging.INFO)  # its DEBUG records are per-pass chatter, hundreds per conversion
     out, err = io.StringIO(), io.StringIO()
     try:
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             warnings.simplefilter("always")
             yield captured
         captured.extend(f"warning: {w.message}" for w in caught)

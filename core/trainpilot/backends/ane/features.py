@@ -5,10 +5,12 @@ the head on the cached features for every epoch is exact, not an approximation (
 data augmentation runs before the backbone). The prediction function is the Core ML runtime on a
 Mac; anything mapping a float32 batch to a float32 batch works, which keeps this logic testable.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import psutil

@@ -4,10 +4,11 @@ Core ML decides placement per operation; on macOS 14.4+ `MLComputePlan` reports 
 prefers for every operation and each operation's estimated share of the model's cost. The runtime
 adapter reads those (macOS only); this module turns them into counts and shares, and words them.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 # coremltools' compute-device classes, by class name (their modules only load on macOS)
 DEVICE_BY_CLASS = {
@@ -54,11 +55,17 @@ class PlacementReport:
         parts = []
         for device, count in sorted(self.counts.items(), key=lambda kv: -kv[1]):
             share = self.cost_share.get(device)
-            parts.append(f"{LABELS.get(device, device)} {count}" + (f" ({share:.0%} est. cost)" if share is not None else ""))
+            parts.append(
+                f"{LABELS.get(device, device)} {count}" + (f" ({share:.0%} est. cost)" if share is not None else "")
+            )
         return f"{self.total_ops} ops planned by Core ML: " + ", ".join(parts)
 
     def to_dict(self) -> dict[str, object]:
-        return {"counts": dict(self.counts), "cost_share": dict(self.cost_share), "by_op": {k: dict(v) for k, v in self.by_op.items()}}
+        return {
+            "counts": dict(self.counts),
+            "cost_share": dict(self.cost_share),
+            "by_op": {k: dict(v) for k, v in self.by_op.items()},
+        }
 
 
 def summarize(entries: Iterable[OpPlacement]) -> PlacementReport:

@@ -7,22 +7,24 @@ consume and produce is built and checked elsewhere on any OS; this module is kep
 what cannot be tested on Linux is only the calls themselves (tests/core/test_ane_runtime.py runs
 them on macOS).
 """
+
 from __future__ import annotations
 
 import importlib.util
 import platform
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from trainpilot.errors import BackendUnavailable
-from trainpilot.plans import Availability
 from trainpilot.backends.ane.coreml_import import has_native_runtime, load_coremltools, quiet_coremltools
 from trainpilot.backends.ane.placement import OpPlacement, device_name
+from trainpilot.errors import BackendUnavailable
+from trainpilot.plans import Availability
 
 PredictFn = Callable[[np.ndarray], np.ndarray]
 EpochFn = Callable[[int, float], None]  # (epoch index from 0, loss)
@@ -98,7 +100,9 @@ class CoreMLRuntime:
 
         with quiet_coremltools():
             model = ct.models.MLModel(str(package), compute_units=ct.ComputeUnit.CPU_AND_NE)
-            plan = MLComputePlan.load_from_path(model.get_compiled_model_path(), compute_units=ct.ComputeUnit.CPU_AND_NE)
+            plan = MLComputePlan.load_from_path(
+                model.get_compiled_model_path(), compute_units=ct.ComputeUnit.CPU_AND_NE
+            )
         program = plan.model_structure.program
         if program is None:
             raise BackendUnavailable(f"{package.name} is not an ML program; MLComputePlan placement needs one")
@@ -108,8 +112,13 @@ class CoreMLRuntime:
             for op in block.operations:
                 usage = plan.get_compute_device_usage_for_mlprogram_operation(op)
                 cost = plan.get_estimated_cost_for_mlprogram_operation(op)
-                entries.append(OpPlacement(op.operator_name, device_name(usage.preferred_compute_device if usage else None),
-                                           cost.weight if cost is not None else None))
+                entries.append(
+                    OpPlacement(
+                        op.operator_name,
+                        device_name(usage.preferred_compute_device if usage else None),
+                        cost.weight if cost is not None else None,
+                    )
+                )
                 for inner in op.blocks:
                     walk(inner)
 
@@ -192,8 +201,12 @@ class CoreMLRuntime:
             raise BackendUnavailable(f"MLUpdateTask did not finish within {timeout_s} s")
         if "error" in outcome:
             raise BackendUnavailable(f"MLUpdateTask failed: {outcome['error']}")
-        return UpdateResult(weights=outcome["weights"], epoch_losses=losses, seconds=time.perf_counter() - start,
-                            compiled_model=outcome.get("compiled"))
+        return UpdateResult(
+            weights=outcome["weights"],
+            epoch_losses=losses,
+            seconds=time.perf_counter() - start,
+            compiled_model=outcome.get("compiled"),
+        )
 
 
 def _describe(error: Any) -> str:
@@ -205,14 +218,14 @@ def multiarray_view(array: Any) -> np.ndarray:
     shape = [int(s) for s in array.shape()]
     strides = [int(s) for s in array.strides()]  # in elements
     dtype = np.dtype(_NUMPY_DTYPE[int(array.dataType())])
-    extent = 1 + sum((d - 1) * s for d, s in zip(shape, strides)) if all(shape) else 0
+    extent = 1 + sum((d - 1) * s for d, s in zip(shape, strides, strict=False)) if all(shape) else 0
     buffer = array.dataPointer().as_buffer(extent * dtype.itemsize)
     return np.ndarray(shape, dtype=dtype, buffer=buffer, strides=[s * dtype.itemsize for s in strides])
 
 
 def _batch_provider(CoreML: Any, input_name: str, label_name: str, inputs: np.ndarray, labels: np.ndarray) -> Any:
     providers = []
-    for row, label in zip(inputs, labels):
+    for row, label in zip(inputs, labels, strict=False):
         array, error = CoreML.MLMultiArray.alloc().initWithShape_dataType_error_(
             list(row.shape), CoreML.MLMultiArrayDataTypeFloat32, None
         )

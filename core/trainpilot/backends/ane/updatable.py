@@ -10,6 +10,7 @@ claims the ANE. The built file is a real `.mlmodel` (tested on Linux); training 
 (`runtime.run_update`), and the updated weights come back into the PyTorch model (`load_weights`)
 so the session can validate, checkpoint and export it like any other run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,10 +19,10 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
+from trainpilot.backends.ane.backbone import Reshape, layer_sequence
+from trainpilot.backends.ane.coreml_import import load_coremltools, quiet_coremltools
 from trainpilot.errors import WorkloadError
 from trainpilot.plans import Availability
-from trainpilot.backends.ane.coreml_import import load_coremltools, quiet_coremltools
-from trainpilot.backends.ane.backbone import Reshape, layer_sequence
 
 INPUT_NAME = "x"
 PROBS_NAME = "probs"  # softmax output: what the loss reads
@@ -75,7 +76,9 @@ def plan_steps(model: nn.Module) -> list[nn.Module]:
         raise WorkloadError(f"core-ml-update needs a sequence of conv/dense layers; {type(model).__name__} is not one")
     problems = sorted({reason for step in steps if (reason := _unsupported(step))})
     if problems:
-        raise WorkloadError("core-ml-update trains only conv/dense layers with ReLU/pool/flatten; this model has " + ", ".join(problems))
+        raise WorkloadError(
+            "core-ml-update trains only conv/dense layers with ReLU/pool/flatten; this model has " + ", ".join(problems)
+        )
     if not any(isinstance(s, (nn.Conv2d, nn.Linear)) for s in steps):
         raise WorkloadError("core-ml-update found no conv or dense layer to train")
     if not isinstance(steps[-1], nn.Linear):
@@ -162,23 +165,50 @@ def build_updatable_model(
                 raise WorkloadError(f"core-ml-update: layer {index} expects {step.in_features} inputs, gets {shape[0]}")
             weight = step.weight.detach().cpu().numpy().astype(np.float32)
             bias = step.bias.detach().cpu().numpy().astype(np.float32) if step.bias is not None else None
-            builder.add_inner_product(name, W=weight, b=bias, input_channels=step.in_features,
-                                      output_channels=step.out_features, has_bias=bias is not None,
-                                      input_name=blob, output_name=out)
+            builder.add_inner_product(
+                name,
+                W=weight,
+                b=bias,
+                input_channels=step.in_features,
+                output_channels=step.out_features,
+                has_bias=bias is not None,
+                input_name=blob,
+                output_name=out,
+            )
             shape = (step.out_features,)
             layers[name] = index
             learnable.append(name)
         elif isinstance(step, nn.Conv2d):
-            (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (_pair(step.kernel_size), _pair(step.stride),
-                                                        _pair(step.padding), _pair(step.dilation))
+            (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (
+                _pair(step.kernel_size),
+                _pair(step.stride),
+                _pair(step.padding),
+                _pair(step.dilation),
+            )
             # torch stores (out, in, kh, kw); the builder takes (kh, kw, in, out) and stores torch's order
             weight = step.weight.detach().cpu().numpy().astype(np.float32).transpose(2, 3, 1, 0)
             bias = step.bias.detach().cpu().numpy().astype(np.float32) if step.bias is not None else None
-            builder.add_convolution(name, kernel_channels=step.in_channels, output_channels=step.out_channels,
-                                    height=kh, width=kw, stride_height=sh, stride_width=sw, border_mode="valid",
-                                    groups=1, W=weight, b=bias, has_bias=bias is not None, input_name=blob,
-                                    output_name=out, dilation_factors=[dh, dw], padding_top=ph, padding_bottom=ph,
-                                    padding_left=pw, padding_right=pw)
+            builder.add_convolution(
+                name,
+                kernel_channels=step.in_channels,
+                output_channels=step.out_channels,
+                height=kh,
+                width=kw,
+                stride_height=sh,
+                stride_width=sw,
+                border_mode="valid",
+                groups=1,
+                W=weight,
+                b=bias,
+                has_bias=bias is not None,
+                input_name=blob,
+                output_name=out,
+                dilation_factors=[dh, dw],
+                padding_top=ph,
+                padding_bottom=ph,
+                padding_left=pw,
+                padding_right=pw,
+            )
             h = (shape[1] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
             w = (shape[2] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
             shape = (step.out_channels, h, w)
@@ -189,9 +219,17 @@ def build_updatable_model(
         elif isinstance(step, (nn.MaxPool2d, nn.AvgPool2d)):
             (kh, kw) = _pair(step.kernel_size)
             (sh, sw) = _pair(step.stride if step.stride is not None else step.kernel_size)
-            builder.add_pooling(name, height=kh, width=kw, stride_height=sh, stride_width=sw,
-                                layer_type="MAX" if isinstance(step, nn.MaxPool2d) else "AVERAGE",
-                                padding_type="VALID", input_name=blob, output_name=out)
+            builder.add_pooling(
+                name,
+                height=kh,
+                width=kw,
+                stride_height=sh,
+                stride_width=sw,
+                layer_type="MAX" if isinstance(step, nn.MaxPool2d) else "AVERAGE",
+                padding_type="VALID",
+                input_name=blob,
+                output_name=out,
+            )
             shape = (shape[0], (shape[1] - kh) // sh + 1, (shape[2] - kw) // sw + 1)
         blob = out
     if shape != (num_classes,):
@@ -201,7 +239,9 @@ def build_updatable_model(
     updatable = learnable[freeze:]
     builder.add_softmax("softmax", input_name=blob, output_name=PROBS_NAME)
     with quiet_coremltools():  # make_updatable / the loss setter print to stdout
-        builder.set_class_labels(list(range(num_classes)), predicted_feature_name=LABEL_NAME, prediction_blob=PROBS_NAME)
+        builder.set_class_labels(
+            list(range(num_classes)), predicted_feature_name=LABEL_NAME, prediction_blob=PROBS_NAME
+        )
         builder.make_updatable(updatable)
         builder.set_categorical_cross_entropy_loss(name="loss", input=PROBS_NAME)
         if optimizer == "sgd":
@@ -211,9 +251,17 @@ def build_updatable_model(
         builder.set_epochs(epochs)
         path.parent.mkdir(parents=True, exist_ok=True)
         ct.models.utils.save_spec(builder.spec, str(path))
-    return UpdatableModel(path=path, input_name=INPUT_NAME, label_name=LABEL_NAME, input_shape=in_shape,
-                          num_classes=num_classes, layers=layers, updatable_layers=tuple(updatable),
-                          epochs=epochs, batch_size=batch_size)
+    return UpdatableModel(
+        path=path,
+        input_name=INPUT_NAME,
+        label_name=LABEL_NAME,
+        input_shape=in_shape,
+        num_classes=num_classes,
+        layers=layers,
+        updatable_layers=tuple(updatable),
+        epochs=epochs,
+        batch_size=batch_size,
+    )
 
 
 def spec_weights(path: Path | str) -> dict[str, dict[str, np.ndarray]]:

@@ -4,6 +4,7 @@
 mactop (estimates, shown "W, est."); elsewhere a single "ANE power: n/a: not Apple Silicon".
 `cuda.CudaSampler`: GPU utilisation and memory via NVML or torch.cuda.
 """
+
 from __future__ import annotations
 
 import platform

@@ -8,6 +8,7 @@ Which tool, in order:
 Choosing may run `sudo -n true`, so it happens on a background thread together with the tool
 itself; a call to the sampler only reads the latest parsed sample and returns at once.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,11 +16,18 @@ import platform
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from trainpilot.machine.monitor import Reading
-from trainpilot.machine.samplers.power_formats import Decoder, JsonLinesDecoder, PowermetricsDecoder, PowerSnapshot, parse_macmon, parse_mactop
+from trainpilot.machine.samplers.power_formats import (
+    Decoder,
+    JsonLinesDecoder,
+    PowermetricsDecoder,
+    PowerSnapshot,
+    parse_macmon,
+    parse_mactop,
+)
 from trainpilot.machine.samplers.tool_stream import ToolStream
 
 READING_NAMES = ("ANE power", "GPU power", "CPU power", "GPU utilisation")
@@ -42,8 +50,13 @@ def sudo_without_prompt() -> bool:
     if shutil.which("sudo") is None:
         return False
     try:
-        done = subprocess.run(["sudo", "-n", "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=5)
+        done = subprocess.run(
+            ["sudo", "-n", "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -69,7 +82,9 @@ def choose_power_tool(
         return PowerTool("macmon", (macmon, "pipe", "-i", interval), lambda: JsonLinesDecoder(parse_macmon))
     mactop = which("mactop")
     if mactop:
-        return PowerTool("mactop", (mactop, "--headless", "--interval", interval), lambda: JsonLinesDecoder(parse_mactop))
+        return PowerTool(
+            "mactop", (mactop, "--headless", "--interval", interval), lambda: JsonLinesDecoder(parse_mactop)
+        )
     return None
 
 
@@ -85,8 +100,10 @@ def snapshot_readings(snapshot: PowerSnapshot) -> list[Reading]:
 
 
 def unavailable_readings(reason: str) -> list[Reading]:
-    return [Reading(name, None, "%" if name.endswith("utilisation") else "W", estimate=name.endswith("power"), note=reason)
-            for name in READING_NAMES]
+    return [
+        Reading(name, None, "%" if name.endswith("utilisation") else "W", estimate=name.endswith("power"), note=reason)
+        for name in READING_NAMES
+    ]
 
 
 class ApplePowerSampler:
@@ -126,7 +143,9 @@ class ApplePowerSampler:
                 self._status = NO_TOOL
                 return
             self._tool = tool
-            self._stream = ToolStream(tool.name, list(tool.argv), tool.decoder, stale_after_s=max(5.0, 5 * self.interval_ms / 1000))
+            self._stream = ToolStream(
+                tool.name, list(tool.argv), tool.decoder, stale_after_s=max(5.0, 5 * self.interval_ms / 1000)
+            )
             self._stream.start()
 
     def __call__(self) -> list[Reading]:

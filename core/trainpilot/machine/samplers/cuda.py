@@ -4,16 +4,18 @@ NVML (the `pynvml` module of nvidia-ml-py) reports utilisation and device memory
 microseconds per call. Without it, torch.cuda still reports device memory (mem_get_info), but
 utilisation has no source, so it is shown as n/a with the package that would provide it.
 """
+
 from __future__ import annotations
 
 import sys
 from types import ModuleType
 from typing import Any
 
-from trainpilot.machine.nvml import NEEDS_NVML, import_nvml
 from trainpilot.machine.monitor import Reading
+from trainpilot.machine.nvml import NEEDS_NVML, import_nvml
 
 GIB = 2**30
+
 
 class CudaSampler:
     """A monitor.AcceleratorSampler for one CUDA device."""
@@ -45,7 +47,11 @@ class CudaSampler:
         if self._torch_cuda is None:
             torch = sys.modules.get("torch")
             # Present in sys.modules is not loaded: another thread may be half way through `import torch`.
-            if torch is None or getattr(getattr(torch, "__spec__", None), "_initializing", False) or not hasattr(torch, "cuda"):
+            if (
+                torch is None
+                or getattr(getattr(torch, "__spec__", None), "_initializing", False)
+                or not hasattr(torch, "cuda")
+            ):
                 return None
             self._torch_cuda = torch.cuda
         return self._torch_cuda
@@ -63,8 +69,10 @@ class CudaSampler:
         cuda = self._cuda()
         if cuda is None:
             reason = "waiting for PyTorch to load"
-            return [Reading("GPU utilisation", None, "%", note=self._nvml_problem if self._nvml_module else reason),
-                    Reading("GPU memory", None, "GiB", note=reason)]
+            return [
+                Reading("GPU utilisation", None, "%", note=self._nvml_problem if self._nvml_module else reason),
+                Reading("GPU memory", None, "GiB", note=reason),
+            ]
         if not cuda.is_available():
             reason = "no CUDA device (torch.cuda.is_available() is False)"
             return [Reading("GPU utilisation", None, "%", note=reason), Reading("GPU memory", None, "GiB", note=reason)]

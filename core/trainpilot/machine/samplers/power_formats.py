@@ -14,14 +14,16 @@ Formats (see tests/fixtures/samplers/ for recorded-format samples):
 All of these are model-based estimates from the SoC's energy counters, so readings built from
 them are labelled "est.".
 """
+
 from __future__ import annotations
 
 import json
 import plistlib
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,9 @@ def parse_powermetrics_plist(document: bytes) -> PowerSnapshot:
 
     gpu = data.get("gpu", {}) or {}
     idle = _num(gpu.get("idle_ratio"))
-    return PowerSnapshot("powermetrics", watts("cpu"), watts("gpu"), watts("ane"), None if idle is None else _ratio(1.0 - idle))
+    return PowerSnapshot(
+        "powermetrics", watts("cpu"), watts("gpu"), watts("ane"), None if idle is None else _ratio(1.0 - idle)
+    )
 
 
 _TEXT_POWER = {key: re.compile(rf"^{key} Power:\s*([\d.]+)\s*mW", re.MULTILINE) for key in ("CPU", "GPU", "ANE")}
@@ -77,8 +81,13 @@ def parse_powermetrics_text(sample: str) -> PowerSnapshot:
         return float(match.group(1)) / 1000.0 if match else None
 
     active = _TEXT_GPU_ACTIVE.search(sample)
-    return PowerSnapshot("powermetrics", watts("CPU"), watts("GPU"), watts("ANE"),
-                         _ratio(float(active.group(1)), 100.0) if active else None)
+    return PowerSnapshot(
+        "powermetrics",
+        watts("CPU"),
+        watts("GPU"),
+        watts("ANE"),
+        _ratio(float(active.group(1)), 100.0) if active else None,
+    )
 
 
 # ---------------------------------------------------------------- macmon and mactop
@@ -90,8 +99,9 @@ def parse_macmon(record: dict[str, Any]) -> PowerSnapshot:
         usage = record.get("gpu_usage")  # macmon < 0.6: [frequency MHz, ratio 0..1]
         if isinstance(usage, list) and len(usage) == 2:
             active = _ratio(usage[1])
-    return PowerSnapshot("macmon", _num(record.get("cpu_power")), _num(record.get("gpu_power")),
-                         _num(record.get("ane_power")), active)
+    return PowerSnapshot(
+        "macmon", _num(record.get("cpu_power")), _num(record.get("gpu_power")), _num(record.get("ane_power")), active
+    )
 
 
 def parse_mactop(record: dict[str, Any]) -> PowerSnapshot:
@@ -99,7 +109,9 @@ def parse_mactop(record: dict[str, Any]) -> PowerSnapshot:
     active = _ratio(record.get("gpu_usage"), 100.0)
     if active is None:
         active = _ratio((record.get("gpu_metrics") or {}).get("active_percent"), 100.0)
-    return PowerSnapshot("mactop", _num(soc.get("cpu_power")), _num(soc.get("gpu_power")), _num(soc.get("ane_power")), active)
+    return PowerSnapshot(
+        "mactop", _num(soc.get("cpu_power")), _num(soc.get("gpu_power")), _num(soc.get("ane_power")), active
+    )
 
 
 # ---------------------------------------------------------------- stream decoders

@@ -3,14 +3,15 @@
 The UI samples at 2+ Hz and must never wait on a tool that prints once a second (or hangs), so the
 tool runs as a child process streaming to a reader thread; `latest()` only reads a field.
 """
+
 from __future__ import annotations
 
 import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from trainpilot.machine.samplers.power_formats import Decoder, PowerSnapshot
 
