@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="tp-compile-"))
     os.environ["TRAINPILOT_HOME"] = str(home)
-    from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
+    from trainpilot.agent.orchestrator import observe_hardware
+    from trainpilot.compat.orchestrator import HardwareOrchestrator
     from trainpilot.backends.compiled import compile_availability
     from trainpilot.backends import probe
     from trainpilot.machine.monitor import measure_load

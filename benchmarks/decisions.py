@@ -154,7 +154,8 @@ def timed_run(trainer_factory: Any, plan: Any, epochs: int) -> tuple[float, Any]
 def run_suite(cases: tuple[Case, ...], quick: bool, home: Path, log: Any, passes: int) -> tuple[list[Outcome], dict[str, Any]]:
     import torch
 
-    from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
+    from trainpilot.agent.orchestrator import observe_hardware
+    from trainpilot.compat.orchestrator import HardwareOrchestrator
     from trainpilot.job.data import Dataset, demo_dataset
     from trainpilot.backends import probe
     from trainpilot.machine.monitor import measure_load

@@ -57,7 +57,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
+    from trainpilot.agent.orchestrator import observe_hardware
+    from trainpilot.compat.orchestrator import HardwareOrchestrator
     from trainpilot.job.data import demo_dataset
     from trainpilot.backends import probe
     from trainpilot.machine.monitor import measure_load

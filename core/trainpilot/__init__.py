@@ -12,7 +12,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "HardwareOrchestrator": "trainpilot.agent.orchestrator",
+    "HardwareOrchestrator": "trainpilot.compat.orchestrator",
     "TrainingEnvironment": "trainpilot.compat.environment",
     "TrainingSession": "trainpilot.run.session",
     "SessionConfig": "trainpilot.run.session",

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from trainpilot.agent.orchestrator import HardwareOrchestrator, load_from_state
+from trainpilot.compat.orchestrator import HardwareOrchestrator, load_from_state
 from trainpilot.predict.first_estimate import LOW_CPU_UTILIZATION, FirstEstimate
 from trainpilot.machine.probe import HardwareInfo
 from trainpilot.plans import Availability

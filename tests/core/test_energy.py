@@ -330,7 +330,7 @@ def mlp_profile():
 
 @pytest.mark.parametrize("objective, threads", [("time", 2), ("energy", 1)])
 def test_agent_trace_shows_both_figures_and_chooses_by_objective(objective: str, threads: int, mlp_profile) -> None:
-    from trainpilot.agent.orchestrator import HardwareOrchestrator, load_from_state
+    from trainpilot.compat.orchestrator import HardwareOrchestrator, load_from_state
     from trainpilot.machine.probe import HardwareInfo
     from trainpilot.plans import Availability
 

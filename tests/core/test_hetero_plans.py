@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainpilot.agent.orchestrator import HardwareOrchestrator
+from trainpilot.compat.orchestrator import HardwareOrchestrator
 from trainpilot.backends import probe
 from trainpilot.parallel.link import Link, fit_link, ring_allreduce_s
 from trainpilot.parallel.rank_plans import RankSpec, choose_ranks_or_single, predict_ranks

@@ -65,7 +65,7 @@ def test_intervals_from_past_errors_cover_80_percent_of_new_runs():
 
 
 def test_cost_model_predictions_carry_an_interval_that_turns_warm_with_the_workload_runs(calibrated_model):
-    from trainpilot.agent.orchestrator import load_from_state
+    from trainpilot.compat.orchestrator import load_from_state
     from trainpilot.job.data import demo_dataset
     from trainpilot.agent.planning import profile_job
 
@@ -107,7 +107,7 @@ def test_a_thin_history_covers_80_percent_on_a_quiet_and_on_a_noisy_machine(nois
 
 
 def test_repeat_noise_is_measured_from_repeats_of_the_same_workload_and_plan(calibrated_model):
-    from trainpilot.agent.orchestrator import load_from_state
+    from trainpilot.compat.orchestrator import load_from_state
     from trainpilot.job.data import demo_dataset
     from trainpilot.predict.interval import NOISE_PRIOR_SIGMA, repeat_noise
     from trainpilot.agent.planning import profile_job
@@ -133,7 +133,7 @@ def test_repeat_noise_is_not_inflated_by_the_runs_that_met_a_burst(calibrated_mo
     """Run times on a shared machine are heavy-tailed: the same run is within a few per cent most of
     the time and 50 % slow when a burst lands in it. The noise that sets warm intervals is the
     typical run's, so the one-in-ten outlier counts as one deviation, not as its square."""
-    from trainpilot.agent.orchestrator import load_from_state
+    from trainpilot.compat.orchestrator import load_from_state
     from trainpilot.job.data import demo_dataset
     from trainpilot.predict.interval import repeat_noise
     from trainpilot.agent.planning import profile_job

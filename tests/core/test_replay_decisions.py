@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 def kept_history(calibrated_model, tmp_path):
     """A small history written the way decisions.py writes one: per case, every plan predicted
     first, then each run recorded under its bench-<pass>-<state>-<case>-<plan> id."""
-    from trainpilot.agent.orchestrator import load_from_state
+    from trainpilot.compat.orchestrator import load_from_state
     from trainpilot.job.data import demo_dataset
     from trainpilot.plans import Plan
     from trainpilot.agent.planning import profile_job

@@ -140,7 +140,7 @@ def test_tabular_dataset_trains_mlp():
 
 
 def test_first_run_on_a_machine_calibrates_the_cost_model(small_demo, monkeypatch):
-    from trainpilot.agent.orchestrator import HardwareOrchestrator
+    from trainpilot.compat.orchestrator import HardwareOrchestrator
     from trainpilot.predict import CostModel
 
     monkeypatch.setenv("TRAINPILOT_AUTO_CALIBRATE", "1")
@@ -156,7 +156,7 @@ def test_first_run_on_a_machine_calibrates_the_cost_model(small_demo, monkeypatc
 
 
 def test_history_learns_single_plan_runs_under_the_load_they_met(small_demo):
-    from trainpilot.agent.orchestrator import HardwareOrchestrator
+    from trainpilot.compat.orchestrator import HardwareOrchestrator
     from trainpilot.predict import History
     from trainpilot.paths import history_db_path
 

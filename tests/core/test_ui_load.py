@@ -80,7 +80,7 @@ def small_demo():
 def test_a_run_beside_a_busy_ui_thread_is_observed_and_recorded_under_that_load(small_demo):
     """Before: the meter subtracted the whole process, so a run slowed by its own UI was recorded
     as idle and taught headless predictions the UI's slowdown."""
-    from trainpilot.agent.orchestrator import HardwareOrchestrator
+    from trainpilot.compat.orchestrator import HardwareOrchestrator
     from trainpilot.paths import history_db_path
     from trainpilot.predict import History
 
@@ -113,7 +113,7 @@ def test_a_ui_that_states_its_steady_load_is_counted_at_that_not_at_its_startup_
     """The app tells the session its steady load (measured once its start-up was over); a burst of
     its threads during the agent's 0.3 s look must not make the agent plan for a busier machine.
     Before: the session had no expect_ui_load and counted the burst (here a whole busy thread)."""
-    from trainpilot.agent.orchestrator import HardwareOrchestrator
+    from trainpilot.compat.orchestrator import HardwareOrchestrator
     from trainpilot.run.session import TrainingSession
 
     session = TrainingSession(SessionConfig(model="mlp", epochs=1, backend="cpu", threads=1, record_history=False),

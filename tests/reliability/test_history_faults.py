@@ -126,7 +126,7 @@ def test_a_newer_history_is_set_aside_with_a_message(tmp_path, job):
 @pytest.mark.parametrize("stop_in_epoch", [1, 2])
 def test_an_interrupted_run_is_recorded_as_interrupted(trainpilot_home, job, stop_in_epoch):
     from trainpilot import events as ev
-    from trainpilot.agent.orchestrator import HardwareOrchestrator
+    from trainpilot.compat.orchestrator import HardwareOrchestrator
     from trainpilot.job.data import demo_dataset, validate
     from trainpilot.run.session import SessionConfig, TrainingSession
 

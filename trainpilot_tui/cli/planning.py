@@ -45,14 +45,11 @@ def _micro(value: float) -> str:
     return f"{value * 1e6:.0f} µs" if value < 1e-3 else f"{value * 1e3:.1f} ms"
 
 
-def _seconds(value: Optional[float]) -> str:
-    if value is None:
-        return "-"
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 120:
-        return f"{value:.2f} s"
-    return f"{value / 60:.1f} min"
+def _time(value: Optional[float]) -> str:
+    """A table cell: the one human time format (trainpilot/units.py), '-' where there is none."""
+    from trainpilot.units import seconds
+
+    return "-" if value is None else seconds(value)
 
 
 def _range(value: Optional[float], low: Optional[float], high: Optional[float]) -> str:
@@ -191,8 +188,8 @@ def history_command(
         status = statuses[r.id]
         if status in ("running", "crashed"):  # no actual time yet: say how far its checkpoints got
             status += f", checkpoint after epoch {r.checkpoint_epoch}" if r.checkpoint_epoch else ", no checkpoint yet"
-        actual = _seconds(r.actual_s) if r.actual_s > 0 else "-"
-        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _seconds(r.predicted_s), actual, err, f"{r.epochs_done}/{r.epochs}",
+        actual = _time(r.actual_s) if r.actual_s > 0 else "-"
+        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _time(r.predicted_s), actual, err, f"{r.epochs_done}/{r.epochs}",
                       _energy(r.energy_j, r.energy_source), status)
     console = Console(highlight=False)
     console.print(table)
@@ -302,7 +299,7 @@ def _print_compile(cc: Any) -> None:
         table.add_column(column)
     for s in cc.samples:
         table.add_row(s.name, _micro(s.eager_step_s), _micro(s.compiled_step_s), f"{s.compiled_step_s / s.eager_step_s:.2f}x",
-                      _seconds(s.first_compile_s), _seconds(s.recompile_s))
+                      _time(s.first_compile_s), _time(s.recompile_s))
     console.print(table)
     per_layer = ", ".join(f"{k} {v:.1f} s" for k, v in cc.per_layer_s.items() if v > 0) or "-"
     console.print(f"compile time per layer: {per_layer}; start-up {cc.once_s:.1f} s; measured in {cc.duration_s:.0f} s")

@@ -1,9 +1,10 @@
-"""HardwareOrchestrator: the agent. Observe the workload and the hardware, think (predict every
-plan, decide), act (train on the chosen plan). Every step is recorded as an `AgentStep` with text
-and confidence; the session turns them into events for the TUI and --json.
+"""The agent. Observe the workload and the hardware, think (predict every plan, decide), and say
+which plan to act on. Every step is recorded as an `AgentStep` with text and confidence; the session
+turns them into events for the TUI and --json.
 
-The seed API (`profile_workload`, `observe`, `think`, `select_backend`, `predict_performance`,
-`act`) keeps its documented contract; `plan()` is the richer call the session uses.
+`plan()` is the call the session makes. The seed project's API over the same agent
+(`HardwareOrchestrator`: profile_workload, think, select_backend, predict_performance, act) lives
+in compat/orchestrator.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from trainpilot.energy.objective import check_objective, choose, figures_text
 from trainpilot.energy.plan_power import annotate, power_for
 from trainpilot.plans import Availability, Decision, Plan, PlanPrediction
-from trainpilot.predict.first_estimate import FirstEstimate, cascade_backend
+from trainpilot.predict.first_estimate import FirstEstimate
 from trainpilot.predict.predictor import Predictor
 from trainpilot.units import seconds as fmt_s
 
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
     from trainpilot.job.workload import WorkloadProfile
     from trainpilot.machine.monitor import UtilizationSample
     from trainpilot.machine.probe import HardwareInfo
-
-DEFAULT_INPUT_SHAPE = (1, 28, 28)  # the seed's examples train on 28x28 images
-DEFAULT_CLASSES = 10
 
 
 @dataclass(frozen=True)
@@ -43,25 +41,6 @@ class PlanningResult:
     decision: Decision
     steps: tuple[AgentStep, ...]
     seconds: float  # time spent thinking (not profiling)
-
-
-def load_from_state(hardware_state: dict[str, Any], logical_cpus: int) -> UtilizationSample:
-    """Turn a seed-style hardware_state ({"cpu_utilization": 0.3, ...}) into a sample."""
-    from trainpilot.machine.monitor import UtilizationSample
-
-    if "per_core" in hardware_state:
-        per_core = tuple(float(v) for v in hardware_state["per_core"])
-    else:
-        util = float(hardware_state.get("cpu_utilization", 0.0))
-        per_core = tuple([max(0.0, min(util, 1.0)) * 100.0] * logical_cpus)
-    return UtilizationSample(
-        at=float(hardware_state.get("timestamp", time.time())),
-        per_core=per_core,
-        cpu_percent=sum(per_core) / max(len(per_core), 1),
-        memory_percent=float(hardware_state.get("memory_percent", 0.0)),
-        memory_used_bytes=int(hardware_state.get("memory_used_bytes", 0)),
-        process_rss_bytes=int(hardware_state.get("process_rss_bytes", 0)),
-    )
 
 
 def observe_hardware(hardware: HardwareInfo, load: UtilizationSample) -> dict[str, Any]:
@@ -81,23 +60,19 @@ def observe_hardware(hardware: HardwareInfo, load: UtilizationSample) -> dict[st
     }
 
 
-class HardwareOrchestrator:
+class Agent:
     def __init__(
         self,
         predictor: Predictor | None = None,
         hardware: HardwareInfo | None = None,
         on_step: Callable[[AgentStep], None] | None = None,
         backends: Callable[[str], Any] | None = None,
-        described_machine: Any = None,
         objective: str = "time",
     ):
-        """`described_machine`: a shipped profile name, .toml path or TargetMachine on which
-        `predict_performance` predicts backends this machine lacks (default: described.DESCRIBED_FOR)."""
         from trainpilot.backends import probe
         from trainpilot.parallel.plan_backends import resolve_backend
 
         self.backends = backends or resolve_backend  # name -> Backend
-        self.described_machine = described_machine
 
         self.hardware = hardware or probe()
         self.predictor: Predictor = predictor or default_predictor(self.hardware)
@@ -120,27 +95,6 @@ class HardwareOrchestrator:
             self.on_step(step)
         return step
 
-    # ---------------------------------------------------------------- seed API
-
-    def profile_workload(
-        self,
-        model_config: dict[str, Any] | str,
-        dataset_size: int,
-        input_shape: tuple[int, ...] = DEFAULT_INPUT_SHAPE,
-        num_classes: int = DEFAULT_CLASSES,
-        batch_size: int = 64,
-        epochs: int = 1,
-    ) -> dict[str, Any]:
-        """Build the real module from the config and measure it (see workload.profile_model)."""
-        from trainpilot.job.workload import ModelSpec, build_model, profile_model
-
-        spec = ModelSpec.from_config(model_config)
-        model = build_model(spec, input_shape, num_classes)
-        profile = profile_model(
-            model, input_shape, num_classes, dataset_size, name=spec.name, batch_size=batch_size, epochs=epochs
-        )
-        return profile.to_dict()
-
     def observe(self, hardware_state: dict[str, Any], workload_profile: dict[str, Any] | WorkloadProfile) -> AgentStep:
         self.hardware_state = dict(hardware_state)
         self.workload_profile = workload_profile
@@ -156,83 +110,6 @@ class HardwareOrchestrator:
             f" CPU {util:.0%} busy{_ui_part(hardware_state)}, ANE {'available' if hardware_state.get('ane_available') else 'unavailable'}"
         )
         return self._step("observe", text, data={"hardware": self.hardware_state})
-
-    def select_backend(
-        self, profile: dict[str, Any] | WorkloadProfile, hardware_state: dict[str, Any]
-    ) -> tuple[str, float]:
-        """The seed's deterministic cascade (see estimate.cascade_backend for the rules and the
-        documented "low CPU" threshold, LOW_CPU_UTILIZATION = 0.5)."""
-        state = dict(hardware_state)
-        state.setdefault("available_backends", [n for n in self.hardware.available_backends() if n != "ane"])
-        backend, confidence, _why = cascade_backend(profile, state)
-        return backend, confidence
-
-    def think(self) -> str:
-        """Decide from the last observation; returns the backend name (the plan is in last_plan)."""
-        if self.hardware_state is None or self.workload_profile is None:
-            raise RuntimeError("observe() must be called before think()")
-        profile = _as_profile(self.workload_profile)
-        load = load_from_state(self.hardware_state, self.hardware.logical_cpus)
-        result = self.plan(profile, load, self.hardware_state)
-        return result.decision.plan.backend
-
-    def predict_performance(self, profile: dict[str, Any] | WorkloadProfile, backend: str) -> float:
-        """Predicted seconds for the whole run on `backend`'s best plan here (first estimate or cost
-        model). A backend this machine lacks (the seed's README asks for the ANE on any machine) is
-        predicted on a described machine that has it (predict/described.py: an Apple M2 for the ANE and
-        MPS, by default); the figure says so in its `note`, its `machine` and the agent's trace.
-        Returns a `described.PredictedSeconds` (a float). Raises ValueError only when no machine,
-        here or described, can run `backend` for this workload."""
-        from trainpilot.predict.described import PredictedSeconds, predict_described
-
-        prof = _as_profile(profile)
-        load = load_from_state(self.hardware_state or {}, self.hardware.logical_cpus)
-        best: tuple[float, Plan] | None = None
-        why_not = None
-        for plan, avail in self.candidate_plans(prof, backends=[backend]):
-            if not avail:
-                why_not = why_not or avail.reason
-                continue
-            prediction = self.predictor.predict(prof, plan, load)
-            if prediction.predicted_s is not None and (best is None or prediction.predicted_s < best[0]):
-                best = (prediction.predicted_s, plan)
-        if best is not None:
-            return PredictedSeconds(best[0], "this machine", best[1].label)
-        try:
-            figure = predict_described(prof, backend, self.described_machine)
-        except ValueError as exc:
-            raise ValueError(
-                f"no time estimate for backend '{backend}': not here ({why_not or 'no estimate'}), and {exc}"
-            ) from None
-        self._step(
-            "think",
-            f"{figure.plan}: predicted {fmt_s(figure)} on the described machine {figure.machine} ({figure.note};"
-            f" not on this machine: {why_not or 'no estimate here'})",
-            data={
-                "backend": backend,
-                "predicted_s": float(figure),
-                "described_machine": figure.machine,
-                "note": figure.note,
-                "plan_label": figure.plan,
-            },
-        )
-        return figure
-
-    def act(self, backend: str, environment: Any) -> dict[str, Any]:
-        """Train in `environment` on `backend`. An unavailable backend falls back to the CPU, says so
-        in `message` and records the reason in `fallback_reason`; it never crashes."""
-        profile = (
-            self.workload_profile
-            if isinstance(self.workload_profile, dict)
-            else getattr(self.workload_profile, "to_dict", dict)()
-        )
-        plan = self.last_plan if self.last_plan and self.last_plan.backend == backend else None
-        self._step(
-            "act",
-            f"training on {plan.label if plan else backend}",
-            self.last_decision.confidence if self.last_decision else None,
-        )
-        return environment.execute_training(backend, profile, plan=plan)
 
     # ---------------------------------------------------------------- planning
 
@@ -346,17 +223,6 @@ class HardwareOrchestrator:
 def _ui_part(state: dict[str, Any]) -> str:
     ui = float(state.get("ui_cores", 0.0) or 0.0)
     return f" (this app's own UI {ui:.2f} cores of it)" if ui >= 0.01 else ""
-
-
-def _as_profile(profile: dict[str, Any] | WorkloadProfile) -> WorkloadProfile:
-    from trainpilot.job.workload import WorkloadProfile
-
-    if isinstance(profile, WorkloadProfile):
-        return profile
-    fields = WorkloadProfile.__dataclass_fields__
-    data = {k: v for k, v in profile.items() if k in fields}
-    data["input_shape"] = tuple(data.get("input_shape", DEFAULT_INPUT_SHAPE))
-    return WorkloadProfile(**data)
 
 
 def default_predictor(hardware: HardwareInfo) -> Predictor:

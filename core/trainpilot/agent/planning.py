@@ -112,7 +112,7 @@ def plan_job(
             for p in predictions
         ] + list(decision.reasoning)
     else:
-        from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
+        from trainpilot.agent.orchestrator import Agent, observe_hardware
         from trainpilot.backends import probe
         from trainpilot.predict.auto import ensure_calibrated
 
@@ -120,7 +120,7 @@ def plan_job(
         cost = CostModel.open(home, hardware=hardware)
         if auto_calibrate:
             calibrated_now = ensure_calibrated(cost, progress)
-        agent = HardwareOrchestrator(predictor=cost, hardware=hardware, objective=objective)
+        agent = Agent(predictor=cost, hardware=hardware, objective=objective)
         load = measure_load(0.3)
         observation = observe_hardware(hardware, load)
         agent.observe(observation, profile)

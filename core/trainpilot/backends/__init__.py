@@ -9,7 +9,7 @@ session uses, which knows both, is `parallel.plan_backends`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache, lru_cache
+from functools import cache
 
 from trainpilot.backends.base import Backend, move_optimizer_state
 from trainpilot.backends.cpu import CpuBackend

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from trainpilot.errors import DatasetError
+from trainpilot.units import bytes_decimal
 
 DEMO_NAME = "demo"
 MAX_CLASSES = 10_000
@@ -41,19 +42,12 @@ def available_memory_bytes() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def format_bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"
-
-
 def check_fits_in_memory(need: int, path: object, what: str) -> None:
     """Refuse, with the predicted need, to load something that would not fit in memory."""
     available = available_memory_bytes()
     if need > available * MEMORY_HEADROOM:
         raise DatasetError(
-            f"too large to load: {what} needs about {format_bytes(need)} of memory and {format_bytes(available)} is available"
+            f"too large to load: {what} needs about {bytes_decimal(need)} of memory and {bytes_decimal(available)} is available"
             " (X_train.npy/y_train.npy files are memory-mapped instead of loaded)",
             path,
         )
@@ -198,7 +192,7 @@ def _check_npy_size(shape: tuple[int, ...], dtype: np.dtype, data_bytes: int, pa
     expected = math.prod(shape) * dtype.itemsize
     if data_bytes < expected:
         raise DatasetError(
-            f"truncated: its header says {dtype} {shape} ({format_bytes(expected)}) but it holds {format_bytes(data_bytes)} of data",
+            f"truncated: its header says {dtype} {shape} ({bytes_decimal(expected)}) but it holds {bytes_decimal(data_bytes)} of data",
             path,
         )
     if data_bytes > expected:
@@ -240,11 +234,11 @@ def _check_npz_members(path: Path) -> None:
             expected = math.prod(shape) * dtype.itemsize
             if info.file_size - header != expected:
                 raise DatasetError(
-                    f"damaged: member {info.filename} says {dtype} {shape} ({format_bytes(expected)}) but stores {format_bytes(max(info.file_size - header, 0))}",
+                    f"damaged: member {info.filename} says {dtype} {shape} ({bytes_decimal(expected)}) but stores {bytes_decimal(max(info.file_size - header, 0))}",
                     path,
                 )
             need += expected
-    check_fits_in_memory(need * 2, path, f"loading its arrays ({format_bytes(need)}) with their float32/int64 copies")
+    check_fits_in_memory(need * 2, path, f"loading its arrays ({bytes_decimal(need)}) with their float32/int64 copies")
 
 
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -292,7 +286,7 @@ def _read_limited(path: Path, factor: float, what: str) -> bytes:
     except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError; zlib.error is not
         raise DatasetError(f"not a valid gzip file ({_describe(exc)})", path) from exc
     if len(raw) > limit:
-        check_fits_in_memory(int(len(raw) * factor), path, f"{what} (decompressed: more than {format_bytes(limit)})")
+        check_fits_in_memory(int(len(raw) * factor), path, f"{what} (decompressed: more than {bytes_decimal(limit)})")
     return raw
 
 

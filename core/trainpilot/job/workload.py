@@ -437,11 +437,11 @@ class MemoryEstimate:
         return self.weights + self.gradients + self.optimizer + self.activations + self.batch
 
     def describe(self) -> str:
-        from trainpilot.job.data import format_bytes
+        from trainpilot.units import bytes_decimal
 
         return (
-            f"weights {format_bytes(self.weights)}, gradients {format_bytes(self.gradients)}, optimizer {format_bytes(self.optimizer)},"
-            f" activations {format_bytes(self.activations)} at batch {self.batch_size}, batch data {format_bytes(self.batch)}"
+            f"weights {bytes_decimal(self.weights)}, gradients {bytes_decimal(self.gradients)}, optimizer {bytes_decimal(self.optimizer)},"
+            f" activations {bytes_decimal(self.activations)} at batch {self.batch_size}, batch data {bytes_decimal(self.batch)}"
         )
 
 

@@ -14,7 +14,8 @@ def check_memory(plan: Plan, profile: Any, dataset: Any, backend: Any) -> None:
     """Refuse, before training starts, a plan whose step would not fit: the predicted need against
     the backend's budget (a device's free memory) or, on the host, the memory available now (the
     dataset is already loaded or memory-mapped, so it is part of what is used, not of the need)."""
-    from trainpilot.job.data import available_memory_bytes, format_bytes
+    from trainpilot.job.data import available_memory_bytes
+    from trainpilot.units import bytes_decimal
     from trainpilot.job.workload import training_memory
 
     estimate = training_memory(profile)
@@ -25,7 +26,7 @@ def check_memory(plan: Plan, profile: Any, dataset: Any, backend: Any) -> None:
     if estimate.total > budget:
         source = dataset.source if dataset.source not in ("demo", "arrays") else None
         raise InsufficientMemory(
-            f"training {profile.model} on {profile.dataset_size} samples with {plan.label} needs about {format_bytes(estimate.total)}"
-            f" ({estimate.describe()}), more than the {format_bytes(budget)} of {where}; try a smaller --batch-size",
+            f"training {profile.model} on {profile.dataset_size} samples with {plan.label} needs about {bytes_decimal(estimate.total)}"
+            f" ({estimate.describe()}), more than the {bytes_decimal(budget)} of {where}; try a smaller --batch-size",
             source,
         )

@@ -135,7 +135,7 @@ class TrainingSession:
             yield self.finish("failed", f"{type(exc).__name__}: {exc}")
 
     def _run(self) -> Iterator[ev.Event]:
-        from trainpilot.agent.orchestrator import HardwareOrchestrator, observe_hardware
+        from trainpilot.agent.orchestrator import Agent, observe_hardware
         from trainpilot.energy.run_energy import open_run_meter
         from trainpilot.job.prepare import prepare_job
         from trainpilot.machine.allocator import keep_freed_memory
@@ -184,7 +184,7 @@ class TrainingSession:
             )
 
         # OBSERVE
-        agent = self._orchestrator or HardwareOrchestrator(backends=self._backends, objective=cfg.objective)
+        agent = self._orchestrator or Agent(backends=self._backends, objective=cfg.objective)
         if cfg.objective != "time":
             agent.objective = cfg.objective
         self._orchestrator, self.forecast.predictor = agent, agent.predictor
