@@ -107,7 +107,8 @@ class Agent:
         text = (
             f"workload {get('model', 'model')}: {int(get('params', 0)):,} params, {get('layers', '?')} layers,"
             f" {float(get('flops_per_sample', 0.0)) / 1e6:.1f} MFLOP/sample, {get('dataset_size', '?')} samples;"
-            f" CPU {util:.0%} busy{_ui_part(hardware_state)}, ANE {'available' if hardware_state.get('ane_available') else 'unavailable'}"
+            f" CPU {util:.0%} busy{_ui_part(hardware_state)}, ANE"
+            f" {'available' if hardware_state.get('ane_available') else 'unavailable'}"
         )
         return self._step("observe", text, data={"hardware": self.hardware_state})
 
@@ -171,7 +172,8 @@ class Agent:
                 else:
                     self._step(
                         "think",
-                        f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)}; {prediction.detail.get('energy_source')})",
+                        f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)};"
+                        f" {prediction.detail.get('energy_source')})",
                         data={
                             "plan": plan.to_dict(),
                             "predicted_s": prediction.predicted_s,
@@ -200,7 +202,8 @@ class Agent:
         )
         self._step(
             "think",
-            f"decision: {decision.plan.label}{predicted}, confidence {decision.confidence:.2f} ({decision.policy}, objective {self.objective})",
+            f"decision: {decision.plan.label}{predicted}, confidence {decision.confidence:.2f} ({decision.policy},"
+            f" objective {self.objective})",
             decision.confidence,
             {
                 "plan": decision.plan.to_dict(),

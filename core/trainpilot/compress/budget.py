@@ -2,9 +2,10 @@
 optimizer steps (the search's short fine-tune has its own step count, CompressConfig.finetune_steps).
 
 By default the dense model trains DEFAULT_DENSE_EPOCHS epochs, but never on fewer than
-DENSE_MIN_SAMPLES samples in all (2400 steps at the default batch of 64), and the deployment fine-tune gets half the dense model's steps (a warm restart,
-finetune.RESTART_LR). An epoch count given explicitly (--dense-epochs, --deploy-epochs) is taken as
-given: a test or a smoke run may want a short one.
+DENSE_MIN_SAMPLES samples in all (2400 steps at the default batch of 64), and the deployment
+fine-tune gets half the dense model's steps (a warm restart, finetune.RESTART_LR). An epoch count
+given explicitly (--dense-epochs, --deploy-epochs) is taken as given: a test or a smoke run may
+want a short one.
 
 Why a floor in steps: a model converges after so many updates, not so many passes, and a small data
 set gives few updates per pass. Measured at batch 64 with the dense recipe of job.train_dense

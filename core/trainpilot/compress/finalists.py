@@ -58,7 +58,8 @@ SHORTLIST = 12
 @dataclass(frozen=True)
 class Finalist:
     evaluation: Evaluation  # as the search tried it
-    speedup: float  # re-measured, interleaved with the dense model and the other finalists (grown: the growth's confirmation)
+    # re-measured, interleaved with the dense model and the other finalists (grown: the growth's confirmation)
+    speedup: float
     val_accuracy: float | None = None  # after the deployment fine-tune; None when not fine-tuned
     val_loss: float | None = None
     pruned: PrunedModel | None = None  # fine-tuned, with any channels grow.py gave back

@@ -68,9 +68,9 @@ class CompressConfig:
     threads: int | None = None  # None: the agent's thread plan
     batch_size: int = 64
     timing_batch: int | None = None  # the batch whose step time counts (default batch_size)
-    dense_epochs: float | None = (
-        None  # None: budget.py's rule, 48 epochs but at least 2400 steps (a dense model short of convergence flatters the pruned one)
-    )
+    # None: budget.py's rule, 48 epochs but at least 2400 steps (a dense model short of convergence flatters
+    # the pruned one)
+    dense_epochs: float | None = None
     finetune_steps: int = 100  # per search episode (finetune.RESTART_LR: why 100)
     deploy_epochs: float | None = None  # None: half the dense model's steps, as a warm restart (finetune.RESTART_LR)
     search_repeats: int = 5  # measured steps per model per episode
@@ -89,7 +89,8 @@ class CompressConfig:
         out = []
         if not self.target_speedup > 1.0:
             out.append(
-                f"--target-speedup must be above 1 (a compressed model that is not faster is no target), got {self.target_speedup:g}"
+                "--target-speedup must be above 1 (a compressed model that is not faster is no target),"
+                f" got {self.target_speedup:g}"
             )
         if not self.max_accuracy_drop >= 0.0:
             out.append(f"--max-accuracy-drop must be 0 or more points, got {self.max_accuracy_drop:g}")
@@ -257,7 +258,8 @@ def run_compression(
     problems = config.problems()
     if problems:
         raise ValueError(problems[0])
-    keep_freed_memory()  # the dense model trains, and every configuration is timed, as a TrainPilot run would train them
+    # the dense model trains, and every configuration is timed, as a TrainPilot run would train them
+    keep_freed_memory()
     started = time.perf_counter()
     target = resolve_compression_target(config.hardware)
     machines = _machines(config, target)
@@ -352,7 +354,8 @@ def run_compression(
             ev.StageStarted(
                 "deploy",
                 f"re-measuring the best configurations{free}; fine-tuning at least {config.finalists},"
-                f" {budget.deploy_steps} steps ({budget.epochs(budget.deploy_steps):.0f} epochs) each; choosing on validation",
+                f" {budget.deploy_steps} steps ({budget.epochs(budget.deploy_steps):.0f} epochs) each;"
+                " choosing on validation",
             )
         )
         final, finalists = choose(

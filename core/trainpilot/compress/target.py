@@ -77,7 +77,8 @@ def this_machine() -> CompressionTarget:
             PatternSupport(
                 SEMI_2_4,
                 True,
-                f"this machine's CUDA device is compute capability {sm[0]}.{sm[1]} (8.0+ runs 2:4 sparse tensor cores); not searched: TrainPilot's agent removes whole channels",
+                f"this machine's CUDA device is compute capability {sm[0]}.{sm[1]} (8.0+ runs 2:4 sparse tensor cores);"
+                " not searched: TrainPilot's agent removes whole channels",
             )
         )
     else:

@@ -82,12 +82,14 @@ def choose(predictions: Sequence[PlanPrediction], objective: str, decision: Deci
         runner = ranked[1]
         margin = score(runner, objective) / score(best, objective) - 1.0  # type: ignore[operator]
         lines.append(
-            f"objective {objective}: {best.plan.label} ({figures_text(best)}) scores {margin:.0%} better than {runner.plan.label} ({figures_text(runner)})"
+            f"objective {objective}: {best.plan.label} ({figures_text(best)}) scores {margin:.0%} better than"
+            f" {runner.plan.label} ({figures_text(runner)})"
         )
     fastest = min((p for p in predictions if score(p, "time") is not None), key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
     if fastest.plan != best.plan:
         lines.append(
-            f"not the fastest plan, {fastest.plan.label} ({figures_text(fastest)}): {objective} puts {best.plan.label} first"
+            f"not the fastest plan, {fastest.plan.label} ({figures_text(fastest)}):"
+            f" {objective} puts {best.plan.label} first"
         )
     # Energy inherits the time's error (power per plan is steadier than time); EDP squares time.
     sigma = float(best.detail.get("relative_error", 0.3)) * (2.0 if objective == "edp" else 1.0)

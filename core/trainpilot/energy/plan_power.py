@@ -5,9 +5,9 @@ energy / time over the measured runs of that plan, else what `calibrate` measure
 (power_calibration.py), else another CPU plan's runs per thread, scaled to this plan's threads.
 Where nothing measures, the estimated runs of the plan still say how many cores it kept busy (CPU
 seconds over wall time: a thread waiting for a busy core draws nothing), so their median J/s is the
-plan's estimate, while the per-core figure they were estimated with is the current one. Elsewhere (and for a described machine) the figure is the power
-figures' estimate: threads x watts per busy core, plus the accelerator's board power for a device
-plan, labelled est.
+plan's estimate, while the per-core figure they were estimated with is the current one. Elsewhere
+(and for a described machine) the figure is the power figures' estimate: threads x watts per busy
+core, plus the accelerator's board power for a device plan, labelled est.
 """
 
 from __future__ import annotations

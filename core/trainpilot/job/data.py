@@ -47,7 +47,8 @@ def check_fits_in_memory(need: int, path: object, what: str) -> None:
     available = available_memory_bytes()
     if need > available * MEMORY_HEADROOM:
         raise DatasetError(
-            f"too large to load: {what} needs about {bytes_decimal(need)} of memory and {bytes_decimal(available)} is available"
+            f"too large to load: {what} needs about {bytes_decimal(need)} of memory"
+            f" and {bytes_decimal(available)} is available"
             " (X_train.npy/y_train.npy files are memory-mapped instead of loaded)",
             path,
         )
@@ -192,7 +193,8 @@ def _check_npy_size(shape: tuple[int, ...], dtype: np.dtype, data_bytes: int, pa
     expected = math.prod(shape) * dtype.itemsize
     if data_bytes < expected:
         raise DatasetError(
-            f"truncated: its header says {dtype} {shape} ({bytes_decimal(expected)}) but it holds {bytes_decimal(data_bytes)} of data",
+            f"truncated: its header says {dtype} {shape} ({bytes_decimal(expected)}) but it holds"
+            f" {bytes_decimal(data_bytes)} of data",
             path,
         )
     if data_bytes > expected:
@@ -234,7 +236,8 @@ def _check_npz_members(path: Path) -> None:
             expected = math.prod(shape) * dtype.itemsize
             if info.file_size - header != expected:
                 raise DatasetError(
-                    f"damaged: member {info.filename} says {dtype} {shape} ({bytes_decimal(expected)}) but stores {bytes_decimal(max(info.file_size - header, 0))}",
+                    f"damaged: member {info.filename} says {dtype} {shape} ({bytes_decimal(expected)}) but stores"
+                    f" {bytes_decimal(max(info.file_size - header, 0))}",
                     path,
                 )
             need += expected
@@ -392,7 +395,8 @@ def validate(X: np.ndarray, y: np.ndarray, source: str) -> Dataset:
                 raise DatasetError("features contain NaN or infinity", source)
             if wide and float(np.max(np.abs(chunk))) > FLOAT32_MAX:
                 raise DatasetError(
-                    f"features exceed the float32 range (|x| up to {float(np.max(np.abs(chunk))):.3g}); TrainPilot trains in float32",
+                    f"features exceed the float32 range (|x| up to {float(np.max(np.abs(chunk))):.3g}); TrainPilot"
+                    " trains in float32",
                     source,
                 )
     if X.ndim == 3:

@@ -372,7 +372,8 @@ def profile_model(
             out = model(x)
             if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != probe_batch:
                 raise WorkloadError(
-                    f"the model must map a batch of shape (N, {', '.join(map(str, input_shape))}) to logits (N, classes);"
+                    f"the model must map a batch of shape (N, {', '.join(map(str, input_shape))})"
+                    " to logits (N, classes);"
                     f" it returned {tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}",
                     where,
                 )
@@ -440,8 +441,10 @@ class MemoryEstimate:
         from trainpilot.units import bytes_decimal
 
         return (
-            f"weights {bytes_decimal(self.weights)}, gradients {bytes_decimal(self.gradients)}, optimizer {bytes_decimal(self.optimizer)},"
-            f" activations {bytes_decimal(self.activations)} at batch {self.batch_size}, batch data {bytes_decimal(self.batch)}"
+            f"weights {bytes_decimal(self.weights)}, gradients {bytes_decimal(self.gradients)},"
+            f" optimizer {bytes_decimal(self.optimizer)},"
+            f" activations {bytes_decimal(self.activations)} at batch {self.batch_size},"
+            f" batch data {bytes_decimal(self.batch)}"
         )
 
 

@@ -190,9 +190,11 @@ def plan_cluster(cluster: Cluster, profile: Any, load: Any = None, home: Any = N
     best_s = float(best.single.predicted_s)  # type: ignore[arg-type]
     pays = multi.run_s < best_s
     verdict = (
-        f"scaling out pays: {best_s / multi.run_s:.2f}x faster than the best single node ({best.machine}, {best.single.plan.label})"
+        f"scaling out pays: {best_s / multi.run_s:.2f}x faster than the best single node"
+        f" ({best.machine}, {best.single.plan.label})"
         if pays
-        else f"scaling out does not pay: {multi.run_s / best_s:.2f}x the time of the best single node ({best.machine}, {best.single.plan.label})"
+        else f"scaling out does not pay: {multi.run_s / best_s:.2f}x the time of the best single node"
+        f" ({best.machine}, {best.single.plan.label})"
     )
     described = any(n.cost.is_described for n in nodes)
     return {
@@ -237,6 +239,7 @@ def plan_cluster(cluster: Cluster, profile: Any, load: Any = None, home: Any = N
         "workload": profile.to_dict(),
         "notes": (["predicted for described machines (their published figures, not measurements)"] if described else [])
         + [
-            "start-up of the ranks not included (unknown for a cluster); gradients all-reduced in fp32 after each step, no overlap with backward"
+            "start-up of the ranks not included (unknown for a cluster); gradients all-reduced in fp32 after each"
+            " step, no overlap with backward"
         ],
     }

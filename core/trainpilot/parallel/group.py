@@ -155,7 +155,8 @@ def open_group(info: RankInfo, device_type: str = "cpu", timeout_s: float = DEFA
         )
     except (RuntimeError, ValueError, OSError) as exc:
         raise PeerLost(
-            f"rank {info.rank}: could not join the other {info.world_size - 1} rank(s) ({describe_collective_error(exc, timeout_s)})"
+            f"rank {info.rank}: could not join the other {info.world_size - 1} rank(s)"
+            f" ({describe_collective_error(exc, timeout_s)})"
         ) from exc
     try:
         yield RankGroup(info, backend, timeout_s)

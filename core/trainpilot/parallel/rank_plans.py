@@ -215,9 +215,10 @@ def choose_ranks_or_single(
     n = len(ranks)
     slow = max(multi.compute_s)
     lines = [
-        f"{n} ranks ({', '.join(r.plan.label for r in ranks)}): predicted {fmt_s(multi.run_s)}; per step the slowest rank"
-        f" {slow * 1e3:.1f} ms on shares {'+'.join(map(str, multi.shares))}, all-reduce of {multi.gradient_bytes / 2**20:.2f} MiB"
-        f" {multi.allreduce_s * 1e3:.2f} ms ({multi.link.bandwidth_bytes_per_s / 1e9:.2f} GB/s, {multi.link.latency_s * 1e6:.0f} µs latency;"
+        f"{n} ranks ({', '.join(r.plan.label for r in ranks)}): predicted {fmt_s(multi.run_s)};"
+        f" per step the slowest rank {slow * 1e3:.1f} ms on shares {'+'.join(map(str, multi.shares))},"
+        f" all-reduce of {multi.gradient_bytes / 2**20:.2f} MiB {multi.allreduce_s * 1e3:.2f} ms"
+        f" ({multi.link.bandwidth_bytes_per_s / 1e9:.2f} GB/s, {multi.link.latency_s * 1e6:.0f} µs latency;"
         f" {multi.link.source}), start-up {multi.link.startup_s:.1f} s",
         f"best single process: {single.plan.label}, predicted {fmt_s(single.predicted_s)}",
     ]

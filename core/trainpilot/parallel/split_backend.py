@@ -70,7 +70,8 @@ class SplitBackend(Backend):
         if len(cpu) > 1 and any((w.threads or 1) != 1 for w in cpu):
             return Availability(
                 False,
-                "CPU workers in one process share one intra-op thread count: one thread each (use --nproc for larger groups)",
+                "CPU workers in one process share one intra-op thread count: one thread each"
+                " (use --nproc for larger groups)",
             )
         for w in workers:
             avail = self._backend(w.backend).availability()

@@ -95,7 +95,8 @@ class SplitRunner:
         bad = batch_dependent_layers(model)
         if bad:
             raise BackendUnavailable(
-                f"cannot split a batch across workers: {', '.join(bad[:3])} compute(s) something different on a shard than on the whole batch"
+                f"cannot split a batch across workers: {', '.join(bad[:3])} compute(s) something different"
+                " on a shard than on the whole batch"
             )
         self.devices = [
             torch.device(w.device or w.backend) if w.backend != "cpu" else torch.device("cpu") for w in self.workers

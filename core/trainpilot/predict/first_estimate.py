@@ -91,7 +91,8 @@ class FirstEstimate:
             return PlanPrediction(
                 plan,
                 None,
-                excluded_reason="a split is predicted only from this machine's calibration (`trainpilot headless calibrate`)",
+                excluded_reason="a split is predicted only from this machine's calibration"
+                " (`trainpilot headless calibrate`)",
                 source="estimate",
             )
         if plan.backend != "cpu":
@@ -102,7 +103,8 @@ class FirstEstimate:
             return PlanPrediction(
                 plan,
                 None,
-                excluded_reason="torch.compile plans need the calibrated cost model (`trainpilot headless calibrate --compile`)",
+                excluded_reason="torch.compile plans need the calibrated cost model"
+                " (`trainpilot headless calibrate --compile`)",
                 source="estimate",
             )
         threads = plan.threads or self.logical_cpus
@@ -194,7 +196,8 @@ def rule_cascade_decision(
         ordered = sorted(timed, key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
         runner = ordered[1]
         reasoning.append(
-            f"fastest {backend} plan by estimate: {best.plan.label} {fmt_s(best.predicted_s)} vs {runner.plan.label} {fmt_s(runner.predicted_s)}"
+            f"fastest {backend} plan by estimate: {best.plan.label} {fmt_s(best.predicted_s)}"
+            f" vs {runner.plan.label} {fmt_s(runner.predicted_s)}"
         )
     margin = None
     if len(timed) > 1 and best.predicted_s:

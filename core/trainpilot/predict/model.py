@@ -476,8 +476,10 @@ class CostModel:
         confidence = confidence_from_margin(margin, sigma)
         evidence = best.detail.get("error_evidence_runs", 0)
         lines.append(
-            f"confidence {confidence:.2f}: {'a ' + format(margin, '.0%') + ' margin' if margin is not None else 'a single plan'}"
-            f" against a measured error of +-{sigma:.0%} for this kind of workload ({evidence:.0f} comparable past predictions)"
+            f"confidence {confidence:.2f}:"
+            f" {'a ' + format(margin, '.0%') + ' margin' if margin is not None else 'a single plan'}"
+            f" against a measured error of +-{sigma:.0%} for this kind of workload"
+            f" ({evidence:.0f} comparable past predictions)"
         )
         from trainpilot.predict.split_cost import why_not_split
 

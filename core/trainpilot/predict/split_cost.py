@@ -155,13 +155,15 @@ def why_not_split(timed: list[Any], best: Any) -> list[str]:
             best_step = split["step_s"] if best.plan.workers else _step_of(best, split["steps_per_epoch"])
             parts = (
                 f"; its step {split['step_s'] * 1e3:.1f} ms = slowest worker {max(split['worker_step_s']) * 1e3:.1f} ms"
-                f" (shares {'+'.join(map(str, split['shares']))}, interpreter lock {split['interpreter_lock_s'] * 1e3:.1f} ms)"
+                f" (shares {'+'.join(map(str, split['shares']))}, interpreter lock"
+                f" {split['interpreter_lock_s'] * 1e3:.1f} ms)"
                 f" + combine {split['combine_s'] * 1e3:.2f} ms + optimizer {split['optimizer_s'] * 1e3:.2f} ms"
             )
             if best_step is not None:
                 parts += f", against {best_step * 1e3:.1f} ms on {best.plan.label}"
         lines.append(
-            f"{p.plan.label} not chosen: predicted {fmt_s(p.predicted_s)}, {p.predicted_s / best.predicted_s - 1:.0%} slower than"
+            f"{p.plan.label} not chosen: predicted {fmt_s(p.predicted_s)},"
+            f" {p.predicted_s / best.predicted_s - 1:.0%} slower than"
             f" {best.plan.label} ({fmt_s(best.predicted_s)}){parts}"
         )
     return lines

@@ -207,7 +207,8 @@ def check_finite(state: dict[str, Any], epoch: int, step: int, kept: str) -> Non
     ]
     if bad:
         raise TrainingDiverged(
-            f"weights became NaN or infinite ({', '.join(bad[:3])}) by epoch {epoch}, step {step} (try a lower --lr); {kept}"
+            f"weights became NaN or infinite ({', '.join(bad[:3])}) by epoch {epoch}, step {step} (try a lower --lr);"
+            f" {kept}"
         )
 
 

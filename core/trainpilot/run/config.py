@@ -58,7 +58,8 @@ def validate_config(config: SessionConfig) -> SessionConfig:
         raise ConfigError("--threads must be at least 1")
     if config.compile and config.backend not in ("auto", "cpu"):
         raise ConfigError(
-            f"--compile is a CPU plan setting (torch.compile on the host); it does not go with --backend {config.backend}"
+            "--compile is a CPU plan setting (torch.compile on the host);"
+            f" it does not go with --backend {config.backend}"
         )
     return config
 

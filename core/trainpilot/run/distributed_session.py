@@ -74,7 +74,8 @@ class RankStrategy(RunStrategy):
         yield ev.AgentStepped(
             run_id,
             "observe",
-            f"rank {self.group.rank} of {self.group.world_size}: the plan is the launch's (`trainpilot headless calibrate` calibrates the single-process cost model)",
+            f"rank {self.group.rank} of {self.group.world_size}: the plan is the launch's"
+            " (`trainpilot headless calibrate` calibrates the single-process cost model)",
         )
 
     def choose_plan(self, decision: Any, config: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
@@ -91,7 +92,8 @@ class RankStrategy(RunStrategy):
         return PlanChoice(
             plan,
             "launch",
-            f"{self.group.world_size} ranks over {self.group.backend}, {rank_plan.label} each (this is rank {self.group.rank})",
+            f"{self.group.world_size} ranks over {self.group.backend}, {rank_plan.label} each"
+            f" (this is rank {self.group.rank})",
         )
 
     def predicts(self, plan: Plan) -> bool:

@@ -90,7 +90,8 @@ class EpochLoop:
             result = trainer.train_step(epoch, step_index)
             if not math.isfinite(result.loss):
                 raise TrainingDiverged(
-                    f"the loss became {result.loss} at epoch {epoch + 1}, step {step_index + 1} (try a lower --lr); {s.checkpoints.kept()}"
+                    f"the loss became {result.loss} at epoch {epoch + 1}, step {step_index + 1} (try a lower --lr);"
+                    f" {s.checkpoints.kept()}"
                 )
             segments[-1].steps += 1
             segments[-1].seconds += result.seconds

@@ -15,8 +15,8 @@ def check_memory(plan: Plan, profile: Any, dataset: Any, backend: Any) -> None:
     the backend's budget (a device's free memory) or, on the host, the memory available now (the
     dataset is already loaded or memory-mapped, so it is part of what is used, not of the need)."""
     from trainpilot.job.data import available_memory_bytes
-    from trainpilot.units import bytes_decimal
     from trainpilot.job.workload import training_memory
+    from trainpilot.units import bytes_decimal
 
     estimate = training_memory(profile)
     budget = backend.memory_budget_bytes(plan)
@@ -26,7 +26,8 @@ def check_memory(plan: Plan, profile: Any, dataset: Any, backend: Any) -> None:
     if estimate.total > budget:
         source = dataset.source if dataset.source not in ("demo", "arrays") else None
         raise InsufficientMemory(
-            f"training {profile.model} on {profile.dataset_size} samples with {plan.label} needs about {bytes_decimal(estimate.total)}"
+            f"training {profile.model} on {profile.dataset_size} samples with {plan.label}"
+            f" needs about {bytes_decimal(estimate.total)}"
             f" ({estimate.describe()}), more than the {bytes_decimal(budget)} of {where}; try a smaller --batch-size",
             source,
         )

@@ -100,7 +100,8 @@ def last_resumable(history: History) -> str:
         if effective_status(rec, host) in RESUMABLE and checkpoint_exists(rec.run_id):
             return rec.run_id
     raise TrainPilotError(
-        f"no run to resume: no crashed or interrupted run with a checkpoint in {history.path} (see `trainpilot headless history`)"
+        f"no run to resume: no crashed or interrupted run with a checkpoint in {history.path}"
+        " (see `trainpilot headless history`)"
     )
 
 

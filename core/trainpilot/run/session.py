@@ -157,7 +157,8 @@ class TrainingSession:
         self.checkpoints.fingerprint = job.fingerprint()
         if resume_state and resume_state.get("dataset_fingerprint") not in (None, self.checkpoints.fingerprint):
             raise CheckpointError(
-                f"was written for a dataset of {resume.shape_text(resume_state['dataset_fingerprint'])}, but {job.dataset.source} now holds {resume.shape_text(self.checkpoints.fingerprint)}",
+                f"was written for a dataset of {resume.shape_text(resume_state['dataset_fingerprint'])},"
+                f" but {job.dataset.source} now holds {resume.shape_text(self.checkpoints.fingerprint)}",
                 resume_state.get("loaded_from"),
             )
         self.profile = self.forecast.profile = profile = job.profile
@@ -178,7 +179,8 @@ class TrainingSession:
             yield ev.AgentStepped(
                 self.run_id,
                 "observe",
-                f"latest checkpoint unusable ({resume_state['recovered_from']}); resuming from the previous one, epoch {start_epoch}",
+                f"latest checkpoint unusable ({resume_state['recovered_from']});"
+                f" resuming from the previous one, epoch {start_epoch}",
                 None,
                 {},
             )

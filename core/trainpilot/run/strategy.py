@@ -48,7 +48,8 @@ class RunStrategy:
         yield ev.AgentStepped(
             run_id,
             "observe",
-            "first run on this machine: a quick calibration of the cost model (`trainpilot headless calibrate` measures fully)",
+            "first run on this machine: a quick calibration of the cost model"
+            " (`trainpilot headless calibrate` measures fully)",
         )
         start = time.perf_counter()
         try:

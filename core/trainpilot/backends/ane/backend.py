@@ -45,7 +45,9 @@ CORE_ML_UPDATE = "core-ml-update"
 MODES = (FROZEN_BACKBONE, CORE_ML_UPDATE)
 
 MODE_TEXT = {
-    FROZEN_BACKBONE: "frozen layers run forward in Core ML (ANE or CPU, Core ML's choice); the head trains in PyTorch on the CPU",
+    FROZEN_BACKBONE: (
+        "frozen layers run forward in Core ML (ANE or CPU, Core ML's choice); the head trains in PyTorch on the CPU"
+    ),
     CORE_ML_UPDATE: "Core ML trains the conv/dense layers on-device (MLUpdateTask); device chosen by Core ML",
 }
 # Layer kinds (workload.WorkloadProfile.layer_kinds) an updatable Core ML neural network can train.
