@@ -52,7 +52,7 @@ def test_this_machine_in_a_cluster_needs_a_calibration() -> None:
 def test_calibrate_loopback_prints_the_measured_link(monkeypatch: pytest.MonkeyPatch) -> None:
     from trainpilot.parallel import link
 
-    # the real probe runs in tests/core/test_hetero_cluster.py; here only what the command prints
+    # the real probe runs in tests/core/parallel/test_cluster.py; here only what the command prints
     monkeypatch.setattr(link, "measure_loopback", lambda: link.Link(5e8, 2e-4, "measured: gloo (test)", startup_s=3.0))
     result = runner.invoke(app, ["headless", "calibrate", "--loopback"])
     assert result.exit_code == 0, result.output

@@ -224,8 +224,6 @@ def checkpoint_meta(
     fingerprint: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """What a checkpoint stores beside the tensors: where the run was, and what resuming needs."""
-    from trainpilot.run.resume import absolute_dataset
-
     config = dict(config)
     config["model"] = config["model"] if isinstance(config["model"], str) else dict(config["model"])
     config["dataset"] = absolute_dataset(config["dataset"])
@@ -239,3 +237,11 @@ def checkpoint_meta(
         epoch_totals=totals,
         dataset_fingerprint=fingerprint,
     )
+
+
+def absolute_dataset(dataset: Any) -> Any:
+    """Store a dataset path absolute, so `--resume` works from any directory."""
+    if not isinstance(dataset, str) or dataset in ("demo", "arrays"):
+        return dataset
+    path = Path(dataset).expanduser()
+    return str(path.resolve()) if path.exists() else dataset

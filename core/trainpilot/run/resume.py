@@ -22,14 +22,6 @@ def shape_text(fingerprint: Any) -> str:
         return repr(fingerprint)
 
 
-def absolute_dataset(dataset: Any) -> Any:
-    """Store a dataset path absolute, so `--resume` works from any directory."""
-    if not isinstance(dataset, str) or dataset in ("demo", "arrays"):
-        return dataset
-    path = Path(dataset).expanduser()
-    return str(path.resolve()) if path.exists() else dataset
-
-
 def restore_checkpoint(trainer: Any, state: dict[str, Any], model_name: str) -> None:
     """Load a verified checkpoint into the trainer; a mismatch is the checkpoint's problem, said in one line."""
     try:

@@ -15,7 +15,7 @@ from trainpilot.machine.samplers.power_formats import (
     parse_powermetrics_text,
 )
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "samplers"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "samplers"
 
 
 def _chunks(data: bytes, size: int) -> list[bytes]:

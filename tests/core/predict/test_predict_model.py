@@ -23,7 +23,7 @@ from trainpilot.machine.target_profiles import TargetBackend, TargetMachine, loa
 from trainpilot.run.trainer import Trainer
 from trainpilot.job.workload import build_model, profile_model
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def idle(cores: int = 2) -> UtilizationSample:

@@ -12,9 +12,9 @@ from trainpilot.parallel.cluster import load_cluster, plan_cluster
 from trainpilot.parallel.link import ring_allreduce_s
 
 from test_predict_model import idle
-from test_hetero_plans import _profile
+from test_split_plans import _profile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLUSTERS = ROOT / "profiles" / "clusters"
 GOOD = """name = "t"
 [link]

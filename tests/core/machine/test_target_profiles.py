@@ -16,7 +16,7 @@ from trainpilot.machine.target_profiles import (
     shipped_profiles,
 )
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "profiles"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
 
 
 def test_every_shipped_profile_loads_and_cites_its_sources() -> None:

@@ -18,7 +18,7 @@ from trainpilot.machine.samplers.apple import NO_TOOL, PowerTool, sudo_without_p
 from trainpilot.machine.samplers.power_formats import JsonLinesDecoder, PowermetricsDecoder, parse_macmon
 from trainpilot.machine.samplers.tool_stream import ToolStream
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "samplers"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "samplers"
 FAKE = str(FIXTURES / "fake_tool.py")
 
 

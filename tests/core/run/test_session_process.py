@@ -20,7 +20,7 @@ from trainpilot.job.data import write_demo_dataset
 from trainpilot.run.session import SessionConfig, TrainingSession
 from trainpilot.run.process import ProcessSession, SessionProcessDied
 
-CORE = Path(__file__).resolve().parents[2] / "core"
+CORE = Path(__file__).resolve().parents[3] / "core"
 
 
 @pytest.fixture(scope="module")
