@@ -44,10 +44,10 @@ class Backend(ABC):
     def device(self, plan: Plan) -> torch.device:
         """The torch device that holds the trainable parameters under this plan."""
 
-    def activate(self, plan: Plan) -> None:
+    def activate(self, plan: Plan) -> None:  # noqa: B027 - an optional hook: most backends need nothing here
         """Called when a plan takes effect (before its first step): threads, flags."""
 
-    def synchronize(self, plan: Plan) -> None:
+    def synchronize(self, plan: Plan) -> None:  # noqa: B027 - an optional hook: most backends need nothing here
         """Block until queued device work is done, so wall-clock timings are honest."""
 
     def adapt_job(self, model: torch.nn.Module, inputs: Any, plan: Plan) -> tuple[torch.nn.Module, Any]:

@@ -158,11 +158,11 @@ class CompressionReport:
             "timing_batch": m.batch if m else None,
             "layers": [
                 {
-                    **l.to_dict(),
-                    "sparsity": round(sparsity.get(l.name, 0.0), 4),
-                    "kept_channels": kept.get(l.name, l.out_channels),
+                    **layer.to_dict(),
+                    "sparsity": round(sparsity.get(layer.name, 0.0), 4),
+                    "kept_channels": kept.get(layer.name, layer.out_channels),
                 }
-                for l in self.layers
+                for layer in self.layers
             ],
             "step_time_dense_s": m.seconds["dense"] if m else None,
             "step_time_pruned_s": m.seconds["pruned"] if m else None,

@@ -107,8 +107,8 @@ def embed(layers: ModelLayers, position: int, previous_action: float) -> list[fl
     """The state of layer `position`, every feature in [0, 1]. `previous_action` is the previous
     layer's sparsity as a fraction of the allowed maximum (0 for the first layer)."""
     layer = layers.prunable[position]
-    widest = max(max(l.in_channels, l.out_channels) for l in layers.prunable)
-    params = sum(l.params for l in layers.prunable) or 1
+    widest = max(max(info.in_channels, info.out_channels) for info in layers.prunable)
+    params = sum(info.params for info in layers.prunable) or 1
     last = max(layer.count - 1, 1)
     return [
         1.0 if layer.kind == "conv" else 0.0,

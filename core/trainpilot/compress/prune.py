@@ -78,20 +78,22 @@ def check_prunable(model: nn.Module, sample_shape: tuple[int, ...]) -> ModelLaye
     if not layers.prunable:
         raise WorkloadError("nothing to prune: the model has no convolution or linear layer before its output layer")
     try:  # a dependency the trace did not see (a tensor through numpy, say) breaks the pruned model
-        trial = prune(model, layers, {l.name: TRIAL_SPARSITY for l in layers.prunable}, sample_shape)
+        trial = prune(model, layers, {info.name: TRIAL_SPARSITY for info in layers.prunable}, sample_shape)
     except WorkloadError as exc:
         raise WorkloadError(
             f"torch-pruning cannot follow this model's dependencies: after removing channels, {exc.problem}"
         ) from exc
     # torch-pruning leaves a layer alone when its trace does not reach the output through it
-    movable = [l for l in layers.prunable if trial.kept[l.name] < l.out_channels]
+    movable = [info for info in layers.prunable if trial.kept[info.name] < info.out_channels]
     if not movable:
-        names = ", ".join(l.name for l in layers.prunable)
+        names = ", ".join(info.name for info in layers.prunable)
         raise WorkloadError(
             f"torch-pruning cannot follow this model's dependencies: it finds no channel of {names}"
             " it can remove safely (its trace does not reach the output through them)"
         )
-    return replace(layers, prunable=tuple(replace(l, position=i, count=len(movable)) for i, l in enumerate(movable)))
+    return replace(
+        layers, prunable=tuple(replace(info, position=i, count=len(movable)) for i, info in enumerate(movable))
+    )
 
 
 def _graph(model: nn.Module, sample_shape: tuple[int, ...]) -> Any:
@@ -135,7 +137,7 @@ def prune(
 
     pruned = copy.deepcopy(model)
     modules = dict(pruned.named_modules())
-    names = {id(modules[l.name]): l.name for l in layers.prunable}
+    names = {id(modules[info.name]): info.name for info in layers.prunable}
     ratios = {modules[name]: min(max(float(r), 0.0), MAX_SPARSITY) for name, r in sparsity.items() if r > 0}
     removed: dict[str, list[int]] = {}
     if ratios or global_ratio:
@@ -159,8 +161,8 @@ def prune(
                 removed[names[id(root)]] = sorted(int(i) for i in group[0].idxs)
             group.prune()
         pruned.train(was_training)
-    kept = {l.name: _out_channels(modules[l.name]) for l in layers.prunable}
-    done = {l.name: 1.0 - kept[l.name] / l.out_channels for l in layers.prunable}
+    kept = {info.name: _out_channels(modules[info.name]) for info in layers.prunable}
+    done = {info.name: 1.0 - kept[info.name] / info.out_channels for info in layers.prunable}
     _check_runs(pruned, sample_shape, model)
     return PrunedModel(pruned, done, kept, removed)
 

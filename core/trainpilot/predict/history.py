@@ -22,6 +22,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -177,7 +178,8 @@ class History:
             try:
                 conn = self._connect()
                 try:
-                    self._retry(lambda: self._init_schema(conn))
+                    # bound now: _retry calls it before this iteration's conn closes
+                    self._retry(partial(self._init_schema, conn))
                 finally:
                     conn.close()
                 return
