@@ -12,7 +12,7 @@ one model after itself. Dense and pruned small_cnn timed three ways, each three 
 
 Where "turns of 5" and "runs of 40" lie above "one step each", the figures compress.py reports are
 conservative for training. Timing warm steps was tried inside measure_steps and not kept: it doubled
-the spread between timings (benchmarks/step_noise.py, see the README).
+the spread between timings (benchmarks/step_noise.py; figures in docs/measurements.md).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """benchmarks/overhead.py measures both loops for real and ends with the ratio (a tiny run here;
-the figure itself comes from a full run, see README)."""
+the figure itself comes from a full run: docs/measurements.md)."""
 from __future__ import annotations
 
 import re

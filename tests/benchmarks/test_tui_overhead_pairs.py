@@ -1,7 +1,7 @@
 """benchmarks/tui_overhead.py's pairing: runs alternate headless-first and app-first (ABBA), and a
 model whose ratio's 90 % interval still holds the target gets more pairs, two at a time, up to
 --max-repeats. The runs themselves are scripted here (a real run is a fresh process of seconds);
-the benchmark's figures come from a full run (README)."""
+the benchmark's figures come from a full run (docs/measurements.md)."""
 from __future__ import annotations
 
 import sys

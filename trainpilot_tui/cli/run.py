@@ -30,13 +30,13 @@ def run_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the result on stdout at the end."),
     jsonl: bool = typer.Option(False, "--jsonl", help="Print every event as a JSON line on stdout as it happens."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
-    nproc: Optional[int] = typer.Option(None, "--nproc", help="Train as N ranks on this machine (torch.distributed, DDP; gloo on the CPU, nccl on GPUs), each rank pinned to its share of the cores, each batch split by measured rank speed. Across machines use torchrun (README, Scale-out)."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", help="Train as N ranks on this machine (torch.distributed, DDP; gloo on the CPU, nccl on GPUs), each rank pinned to its share of the cores, each batch split by measured rank speed. Across machines use torchrun (docs/parallel.md)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Distributed runs: seconds a rank waits for the others before the run fails with a checkpoint."),
     shares: str = typer.Option("measured", "--shares", help="Distributed runs: split each batch by measured rank speed (measured) or evenly (equal)."),
 ) -> None:
     """Observe, plan, train and report: the agent picks the fastest plan unless --backend says otherwise.
 
-    Progress goes to stderr; with --json the result (schema in the README) goes to stdout.
+    Progress goes to stderr; with --json the result (schema: docs/json.md) goes to stdout.
     Exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted (Ctrl-C), 143 terminated.
     """
     from trainpilot import events as ev
