@@ -3,6 +3,7 @@ missing file to bytes that are not UTF-8, is one ConfigError line naming the fil
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +11,11 @@ from trainpilot.errors import ConfigError
 
 
 def read_toml(path: Path, what: str) -> dict[str, Any]:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ModuleNotFoundError:
             raise ConfigError(f"reading {what} files needs Python 3.11+ or the 'tomli' package", path) from None
     try:

@@ -54,4 +54,6 @@ def compile_model(model: torch.nn.Module) -> torch.nn.Module:
     import torch
 
     torch._dynamo.reset()
-    return torch.compile(model, dynamic=False)
+    compiled = torch.compile(model, dynamic=False)
+    assert isinstance(compiled, torch.nn.Module)  # an OptimizedModule (torch.compile is typed for any callable)
+    return compiled

@@ -46,7 +46,7 @@ class CpuBackend(Backend):
             return compile_availability()
         return self.supports(profile)
 
-    def device(self, plan: Plan):  # type: ignore[no-untyped-def]
+    def device(self, plan: Plan) -> torch.device:
         import torch
 
         return torch.device("cpu")

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trainpilot.backends.base import Backend
 from trainpilot.plans import Availability, Plan
+
+if TYPE_CHECKING:
+    import torch
 
 
 class CudaBackend(Backend):
@@ -29,7 +34,7 @@ class CudaBackend(Backend):
 
         return [Plan("cuda", device=f"cuda:{i}") for i in range(torch.cuda.device_count())]
 
-    def device(self, plan: Plan):  # type: ignore[no-untyped-def]
+    def device(self, plan: Plan) -> torch.device:
         import torch
 
         return torch.device(plan.device or "cuda:0")

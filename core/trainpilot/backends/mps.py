@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import platform
+from typing import TYPE_CHECKING
 
 from trainpilot.backends.base import Backend
 from trainpilot.plans import Availability, Plan
+
+if TYPE_CHECKING:
+    import torch
 
 
 class MpsBackend(Backend):
@@ -27,7 +31,7 @@ class MpsBackend(Backend):
     def plans(self, logical_cpus: int) -> list[Plan]:
         return [Plan("mps", device="mps")]
 
-    def device(self, plan: Plan):  # type: ignore[no-untyped-def]
+    def device(self, plan: Plan) -> torch.device:
         import torch
 
         return torch.device("mps")

@@ -55,7 +55,7 @@ def figures_text(prediction: PlanPrediction) -> str:
 
 def rank(predictions: Sequence[PlanPrediction], objective: str) -> list[PlanPrediction]:
     scored = [p for p in predictions if score(p, objective) is not None]
-    return sorted(scored, key=lambda p: (score(p, objective), p.predicted_s))  # type: ignore[arg-type, return-value]
+    return sorted(scored, key=lambda p: (score(p, objective), p.predicted_s))
 
 
 def choose(predictions: Sequence[PlanPrediction], objective: str, decision: Decision) -> Decision:

@@ -21,7 +21,7 @@ def open_run_meter(plan: Plan) -> Any:
 def run_energy(epochs: list[dict[str, Any]]) -> Energy:
     """The run's joules: the sum of its epochs' (None if any epoch has none), with their source."""
     values = [e.get("energy_j") for e in epochs]
-    sources = list(dict.fromkeys(e.get("energy_source") for e in epochs if e.get("energy_source")))
+    sources = list(dict.fromkeys(e["energy_source"] for e in epochs if e.get("energy_source")))
     source = " + ".join(sources) if sources else "not metered"
     if not values or any(v is None for v in values):
         return Energy(None, source)

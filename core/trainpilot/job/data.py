@@ -22,11 +22,15 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trainpilot.errors import DatasetError
 from trainpilot.units import bytes_decimal
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 DEMO_NAME = "demo"
 MAX_CLASSES = 10_000
@@ -87,7 +91,8 @@ class Dataset:
 def _take(X: np.ndarray, idx: np.ndarray) -> np.ndarray:
     if isinstance(X, np.memmap) and len(idx) == X.shape[0] and np.array_equal(idx, np.arange(len(idx))):
         return X
-    return LazyRows(X, idx) if isinstance(X, np.memmap) else X[idx]
+    # LazyRows stands in for an ndarray (what a Dataset's X is used for), which its type cannot say
+    return LazyRows(X, idx) if isinstance(X, np.memmap) else X[idx]  # type: ignore[return-value]
 
 
 class LazyRows:
@@ -104,7 +109,7 @@ class LazyRows:
     def __len__(self) -> int:
         return len(self.idx)
 
-    def __getitem__(self, item):  # type: ignore[no-untyped-def]
+    def __getitem__(self, item: Any) -> np.ndarray:
         rows = self.idx[item]
         if np.ndim(rows) == 0:
             return np.asarray(self.base[int(rows)])
@@ -180,8 +185,8 @@ def _read_npy_header(handle: io.BufferedIOBase, path: Path) -> tuple[tuple[int, 
             shape, _fortran, dtype = fmt.read_array_header_1_0(handle)
         elif version == (2, 0):
             shape, _fortran, dtype = fmt.read_array_header_2_0(handle)
-        else:
-            shape, _fortran, dtype = fmt._read_array_header(handle, version)  # 3.0: no public reader
+        else:  # 3.0: no public reader (nor a type stub)
+            shape, _fortran, dtype = fmt._read_array_header(handle, version)  # type: ignore[attr-defined]
     except Exception as exc:  # ValueError, tokenize errors, UnicodeDecodeError, EOFError from a damaged header
         raise DatasetError(f"not a valid .npy array (bad header: {_describe(exc)})", path) from exc
     if dtype.hasobject:
@@ -266,7 +271,7 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
     raise DatasetError(f"needs arrays X and y (or X_train and y_train); it has {sorted(names) or 'none'}", path)
 
 
-_IDX_DTYPES = {
+_IDX_DTYPES: dict[int, DTypeLike] = {
     0x08: np.uint8,
     0x09: np.int8,
     0x0B: np.dtype(">i2"),

@@ -158,7 +158,7 @@ class RecurrentNet(nn.Module):
 
 def _image_shape(in_shape: tuple[int, ...]) -> tuple[int, int, int]:
     if len(in_shape) == 3:
-        return in_shape  # type: ignore[return-value]
+        return in_shape
     if len(in_shape) == 2:
         return (1, *in_shape)
     if len(in_shape) == 1:
@@ -173,7 +173,7 @@ def _sequence_shape(in_shape: tuple[int, ...]) -> tuple[int, int]:
         c, h, w = in_shape
         return h, c * w
     if len(in_shape) == 2:
-        return in_shape  # type: ignore[return-value]
+        return in_shape
     if len(in_shape) == 1:
         return in_shape[0], 1
     raise WorkloadError(f"rnn needs samples shaped (T, F), (C, H, W) or (F,), got {in_shape}")

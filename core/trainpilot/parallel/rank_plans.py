@@ -195,7 +195,7 @@ def best_single(cost: Any, profile: Any, load: Any) -> PlanPrediction:
     ]
     if not timed:
         raise ValueError("no single-process plan can be predicted here")
-    return min(timed, key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
+    return min(timed, key=lambda p: p.predicted_s)
 
 
 def choose_ranks_or_single(

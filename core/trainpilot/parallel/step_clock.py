@@ -130,7 +130,7 @@ def gradient_hook(clock: StepClock, figures: StepFigures) -> Any:
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-    def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects annotations other than its own
+    def hook(state, bucket):  # unannotated: DDP rejects annotations other than its own
         last = bucket.is_last()
         if last:
             clock.gradients_ready()
@@ -141,7 +141,7 @@ def gradient_hook(clock: StepClock, figures: StepFigures) -> Any:
         grads = bucket.buffer().div_(dist.get_world_size(group))
         packed = torch.cat([grads, riding.to(grads.device, grads.dtype)])
 
-        def unpack(fut):  # type: ignore[no-untyped-def]
+        def unpack(fut):
             out = fut.value()[0]
             figures.summed = [float(v) for v in out[grads.numel() :].cpu()]
             grads.copy_(out[: grads.numel()])

@@ -118,9 +118,8 @@ def features_of(profile: Any, epochs: int | None = None) -> WorkFeatures:
     extra = _get(profile, "extra") or {}
     if kinds.get("recurrent"):
         # nn.LSTM(num_layers=k) is one module; the profile may say how many stacked layers it has.
-        recurrent_layers = (
-            int(extra.get("recurrent_layers", kinds["recurrent"])) if isinstance(extra, dict) else kinds["recurrent"]
-        )
+        modules: int = kinds["recurrent"]  # typed: with an Any default mypy reads extra.get as Optional
+        recurrent_layers = int(extra.get("recurrent_layers", modules)) if isinstance(extra, dict) else modules
     return WorkFeatures(
         flops_by_kind=split_flops(profile),
         forward_flops=float(_get(profile, "forward_flops_per_sample", 0.0) or 0.0),

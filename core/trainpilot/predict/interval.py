@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, median
 
+from trainpilot.plans import Plan
 from trainpilot.predict.learning import Observation, plan_match
 
 LEVEL = 0.80  # the interval's nominal coverage
@@ -154,14 +155,14 @@ def noise_floor(bounds: tuple[float, float, float], sigma: float, runs_behind: i
     return min(lo, -z * spread), max(hi, z * spread), runs
 
 
-def runs_behind(observations: Sequence[Observation], footprint: str, plan: object, busy_weight: float) -> int:
+def runs_behind(observations: Sequence[Observation], footprint: str, plan: Plan, busy_weight: float) -> int:
     """Earlier runs of this workload on this plan in a similar load state: a prediction with any
     is warm."""
     return sum(
         1
         for o in observations
         if o.record.footprint == footprint
-        and plan_match(plan, o.record.plan) == 1.0  # type: ignore[arg-type]
+        and plan_match(plan, o.record.plan) == 1.0
         and abs(o.busy_weight - busy_weight) <= SAME_STATE
     )
 

@@ -130,16 +130,16 @@ class CostModel:
         if _is_target(hardware):
             from trainpilot.predict.derive import calibration_for_target
 
-            calibration = calibration_for_target(hardware)
+            target_calibration = calibration_for_target(hardware)
             return cls(
-                machine_id=calibration.machine_id,
-                logical_cpus=calibration.logical_cpus,
-                calibration=calibration,
+                machine_id=target_calibration.machine_id,
+                logical_cpus=target_calibration.logical_cpus,
+                calibration=target_calibration,
                 calibration_dir=None,
                 history=None,  # runs here say nothing about a machine that is only described
                 described=hardware,
-                notices=[DESCRIBED_MARK + f": {calibration.described}"],
-                available_backends=calibration.backends(),
+                notices=[DESCRIBED_MARK + f": {target_calibration.described}"],
+                available_backends=target_calibration.backends(),
             )
         if hardware is None:
             from trainpilot.backends import probe

@@ -142,7 +142,7 @@ class RunLog:
             if r.run_id == run_id and r.id is not None and effective_status(r, host) == CRASHED
         ]
         if dead:
-            self.history.mark(dead, CRASHED)  # type: ignore[arg-type]
+            self.history.mark(dead, CRASHED)
 
     def checkpointed(self, epoch: int) -> None:
         if self.row_id is None:
