@@ -157,7 +157,12 @@ def choose(
             if on_finalist is not None:
                 on_finalist(f)
     tuned = [finalists[i] for i in done]
-    return max(tuned, key=lambda f: (-f.val_loss, f.val_accuracy)), finalists
+
+    def lowest_loss(f: Finalist) -> tuple[float, float | None]:
+        assert f.val_loss is not None  # every finalist in `done` was fine-tuned and validated
+        return -f.val_loss, f.val_accuracy
+
+    return max(tuned, key=lowest_loss), finalists
 
 
 def _starts(

@@ -370,6 +370,7 @@ def run_compression(
         )
         if final is not None:
             chosen, pruned = final.evaluation, final.pruned
+            assert pruned is not None  # choose() picks among the fine-tuned finalists
         else:  # nothing was fast enough in the search: its most rewarded configuration, for the verdict to judge
             pruned = tune(evaluator.prune(chosen.sparsity))
         grown = (

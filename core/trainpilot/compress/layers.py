@@ -62,10 +62,15 @@ def _flops(module: nn.Module, inp: torch.Tensor, out: torch.Tensor) -> float:
 def describe_layers(model: nn.Module, sample_shape: tuple[int, ...]) -> ModelLayers:
     """Run one sample through `model` and describe each conv / linear layer in the order it ran."""
     names = {id(m): n for n, m in model.named_modules()}
-    seen: list[tuple[nn.Module, float, tuple[int, ...]]] = []
+    seen: list[tuple[nn.Conv2d | nn.Linear, float, tuple[int, ...]]] = []
 
     def hook(module: nn.Module, inputs: Any, out: Any) -> None:
-        if isinstance(out, torch.Tensor) and all(m is not module for m, _, _ in seen):
+        # registered on convolutions and linear layers alone: the isinstance only tells the type checker
+        if (
+            isinstance(module, (nn.Conv2d, nn.Linear))
+            and isinstance(out, torch.Tensor)
+            and all(m is not module for m, _, _ in seen)
+        ):
             seen.append((module, _flops(module, inputs[0], out), tuple(out.shape)))
 
     hooks = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
@@ -84,15 +89,19 @@ def describe_layers(model: nn.Module, sample_shape: tuple[int, ...]) -> ModelLay
     body = [(m, f) for m, f, _ in seen[:-1] if not (isinstance(m, nn.Conv2d) and m.groups != 1)]
     infos = []
     for i, (m, f) in enumerate(body):
-        conv = isinstance(m, nn.Conv2d)
+        if isinstance(m, nn.Conv2d):
+            kind, in_channels, out_channels = "conv", m.in_channels, m.out_channels
+            kernel, stride = int(m.kernel_size[0]), int(m.stride[0])
+        else:
+            kind, in_channels, out_channels, kernel, stride = "dense", m.in_features, m.out_features, 1, 1
         infos.append(
             LayerInfo(
                 name=names[id(m)],
-                kind="conv" if conv else "dense",
-                in_channels=int(m.in_channels if conv else m.in_features),
-                out_channels=int(m.out_channels if conv else m.out_features),
-                kernel=int(m.kernel_size[0]) if conv else 1,
-                stride=int(m.stride[0]) if conv else 1,
+                kind=kind,
+                in_channels=int(in_channels),
+                out_channels=int(out_channels),
+                kernel=kernel,
+                stride=stride,
                 params=sum(p.numel() for p in m.parameters()),
                 flops=f,
                 flops_share=f / total,

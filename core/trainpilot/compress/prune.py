@@ -180,7 +180,10 @@ def rebuild(model: nn.Module, plan: dict[str, Any], sample_shape: tuple[int, ...
 
 
 def _out_channels(module: nn.Module) -> int:
-    return int(module.out_channels if isinstance(module, nn.Conv2d) else module.out_features)
+    if isinstance(module, nn.Conv2d):
+        return int(module.out_channels)
+    assert isinstance(module, nn.Linear)  # a prunable layer is a convolution or a linear one (describe_layers)
+    return int(module.out_features)
 
 
 def _check_runs(pruned: nn.Module, sample_shape: tuple[int, ...], original: nn.Module) -> None:

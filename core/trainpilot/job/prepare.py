@@ -43,7 +43,7 @@ def prepare_job(
     model: str | dict[str, Any],
     dataset: Any,
     *,
-    epochs: int | None,
+    epochs: int,
     batch_size: int,
     val_fraction: float = 0.1,
     seed: int = 0,

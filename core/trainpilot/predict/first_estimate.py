@@ -201,6 +201,6 @@ def rule_cascade_decision(
         )
     margin = None
     if len(timed) > 1 and best.predicted_s:
-        second = sorted(p.predicted_s for p in timed)[1]  # type: ignore[type-var]
+        second = sorted(p.predicted_s for p in timed if p.predicted_s is not None)[1]  # timed: predicted plans only
         margin = second / best.predicted_s - 1
     return Decision(best.plan, best.predicted_s, confidence, tuple(reasoning), margin, policy="rules")

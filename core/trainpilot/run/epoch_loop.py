@@ -78,6 +78,7 @@ class EpochLoop:
                 )
                 return True
             if whole:
+                assert s.plan is not None  # trains_whole_epochs() said so
                 start = time.perf_counter()
                 loss = s.backend_of(s.plan).train_epoch(
                     trainer.full_model, trainer.train_set, batch_size=s.config.batch_size, lr=s.config.lr
@@ -118,6 +119,7 @@ class EpochLoop:
     ) -> Iterator[ev.Event]:
         """Validation, the epoch record, its checkpoint, and the EpochTimed event."""
         s = self.s
+        assert s.plan is not None  # the epoch ran on it
         # The epoch's training steps, as its time is (validation is outside both).
         energy = (
             s.energy_meter.since(self._epoch_mark)
@@ -134,7 +136,7 @@ class EpochLoop:
             predicted=predicted,
             bounds=s.forecast.segments_bounds(segments, predicted),
             segments=segments,
-            plan=s.plan,  # type: ignore[arg-type]
+            plan=s.plan,
             energy=energy,
         )
         s.strategy.epoch_record(record)
@@ -149,7 +151,7 @@ class EpochLoop:
             predicted,
             record["actual_s"],
             s.plan,
-            tuple(record["segments"]),  # type: ignore[arg-type]
+            tuple(record["segments"]),
             energy_j=record["energy_j"],
             energy_source=record["energy_source"],
             predicted_low_s=record["predicted_low_s"],

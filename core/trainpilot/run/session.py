@@ -59,7 +59,7 @@ class TrainingSession:
         self.finished: ev.RunFinished | None = None
         self.trainer: Any = None
         self.position: tuple[int, int, Totals] = (0, 0, Totals())
-        self.checkpoints.fingerprint: dict[str, Any] | None = None
+        self.checkpoints.fingerprint = None
         self.energy_meter: Any = None  # energy.EnergyMeter, started when training starts
         self._ui_steady: float | None = None  # the caller's UI's steady load (expect_ui_load)
         self.progress_interval_s = STEP_EVENT_INTERVAL_S  # least time between StepProgressed events
@@ -146,6 +146,7 @@ class TrainingSession:
         allocator = keep_freed_memory()  # before anything is timed: calibration, planning and training alike
         resume_state = self._resumed_config() if self.config.resume else None
         cfg = self.config
+        assert cfg.epochs is not None  # with_default_epochs, or the resumed run's own count (resumed_config)
         job = prepare_job(
             cfg.model,
             self._dataset if self._dataset is not None else cfg.dataset,

@@ -164,7 +164,9 @@ def build_updatable_model(
             if shape[0] != step.in_features:
                 raise WorkloadError(f"core-ml-update: layer {index} expects {step.in_features} inputs, gets {shape[0]}")
             weight = step.weight.detach().cpu().numpy().astype(np.float32)
-            bias = step.bias.detach().cpu().numpy().astype(np.float32) if step.bias is not None else None
+            bias: np.ndarray | None = (
+                step.bias.detach().cpu().numpy().astype(np.float32) if step.bias is not None else None
+            )
             builder.add_inner_product(
                 name,
                 W=weight,
@@ -179,6 +181,7 @@ def build_updatable_model(
             layers[name] = index
             learnable.append(name)
         elif isinstance(step, nn.Conv2d):
+            assert not isinstance(step.padding, str)  # plan_steps refused "same"/"valid" (_unsupported)
             (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (
                 _pair(step.kernel_size),
                 _pair(step.stride),
@@ -297,7 +300,7 @@ def load_weights(model: nn.Module, built: UpdatableModel, weights: dict[str, dic
             continue
         step = steps[built.layers[name]]
         for key, param in (("weights", step.weight), ("biases", step.bias)):
-            if key not in entry or param is None:
+            if key not in entry or not isinstance(param, torch.Tensor):  # no bias: None
                 continue
             array = np.asarray(entry[key], dtype=np.float32).reshape(-1)
             if array.size != param.numel():

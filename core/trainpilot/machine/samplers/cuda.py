@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from trainpilot.machine.monitor import Reading
 from trainpilot.machine.nvml import NEEDS_NVML, import_nvml
@@ -22,10 +22,12 @@ class CudaSampler:
 
     __name__ = "cuda"
 
-    def __init__(self, device_index: int = 0, *, nvml: ModuleType | None | str = "auto", torch_cuda: Any = None):
+    def __init__(
+        self, device_index: int = 0, *, nvml: ModuleType | None | Literal["auto"] = "auto", torch_cuda: Any = None
+    ):
         """nvml: "auto" imports pynvml when installed; None skips NVML; a module is used as given."""
         self.device_index = device_index
-        self._nvml_module = import_nvml() if nvml == "auto" else nvml
+        self._nvml_module: ModuleType | None = import_nvml() if nvml == "auto" else nvml
         self._nvml_handle: Any = None
         self._nvml_problem = "" if self._nvml_module is not None else NEEDS_NVML
         self._torch_cuda = torch_cuda
@@ -34,6 +36,7 @@ class CudaSampler:
         """The NVML device handle, initialised on first use; None (with the reason kept) if absent."""
         if self._nvml_handle is None and not self._nvml_problem:
             nvml = self._nvml_module
+            assert nvml is not None  # no module: _nvml_problem says so
             try:
                 nvml.nvmlInit()
                 self._nvml_handle = nvml.nvmlDeviceGetHandleByIndex(self.device_index)
@@ -60,6 +63,7 @@ class CudaSampler:
         handle = self._nvml()
         if handle is not None:
             nvml = self._nvml_module
+            assert nvml is not None  # the handle came from it
             util = nvml.nvmlDeviceGetUtilizationRates(handle)
             memory = nvml.nvmlDeviceGetMemoryInfo(handle)
             return [
@@ -83,7 +87,7 @@ class CudaSampler:
         ]
 
     def close(self) -> None:
-        if self._nvml_handle is not None:
+        if self._nvml_handle is not None and self._nvml_module is not None:  # a handle came from a module
             try:
                 self._nvml_module.nvmlShutdown()
             except Exception:
