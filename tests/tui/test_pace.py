@@ -29,6 +29,7 @@ def test_which_plans_hold_every_core() -> None:
 def test_the_pace_stretches_for_a_busy_plan_and_only_when_adaptive() -> None:
     pace = Pace(1.0)
     assert (pace.interval_s, pace.figures_interval_s, pace.busy) == (1.0, 4.0, False)
+    assert pace.interval_for(Plan("cpu", threads=2), cpus=2) == 2.0 and pace.interval_s == 1.0  # asked, not set
     assert pace.follow(Plan("cpu", threads=2), cpus=2)
     assert (pace.interval_s, pace.figures_interval_s, pace.busy) == (2.0, 8.0, True)
     assert not pace.follow(Plan("cpu", threads=2), cpus=2)  # no change, nothing to apply

@@ -141,6 +141,7 @@ class TrainPilotApp(App[int]):
         self._settled_done = settle_s <= 0
         self._waiting: Session | None = None  # made, keys reach it, but it starts once settled
         self.session: Session | None = None
+        self._told_interval_s: float | None = None  # the progress interval the session was last told
         self._main = MainScreen(self.pace)
         self.last_status: str | None = None  # success | interrupted | failed of the last run
         self._after_stop: SessionConfig | str | None = None  # "quit" or the next run's config
@@ -229,7 +230,8 @@ class TrainPilotApp(App[int]):
         # 0.035 of a core against 0.017, taken from the training it shows).
         pace = getattr(session, "show_progress_every", None)
         if pace is not None:
-            pace(self.main.progress_interval_s)
+            self._told_interval_s = self.main.progress_interval_s
+            pace(self._told_interval_s)
         self._stream_session(session)
 
     @work(thread=True, group="session", exclusive=True, exit_on_error=False, name="session")
@@ -253,16 +255,17 @@ class TrainPilotApp(App[int]):
 
     def on_backend_chosen(self, message: msg.BackendChosen) -> None:
         freeze_startup_objects()
-        self._follow_plan(message.event.plan)
+        self._tell_pace(self.pace.interval_for(message.event.plan))
 
-    def _follow_plan(self, plan: Plan | None) -> None:
-        """Paint as often as the run's plan leaves CPU for it (pace.py), and tell the session."""
-        if not self.pace.follow(plan):
-            return
+    def _tell_pace(self, interval_s: float) -> None:
+        """Tell the session how often progress is painted on the plan this message chose, when
+        that changed. The screen followed the plan (pace.py) as it handled the event, before the
+        message bubbled here (MainScreen._follow_pace says why there); the screen may have handled
+        later events since, so the interval is the message's plan's, not the pace's now."""
         pace = getattr(self.session, "show_progress_every", None)
-        if pace is not None and self.running:
-            pace(self.pace.interval_s)
-        self.main.show_pace(running=plan is not None)
+        if pace is not None and self.running and interval_s != self._told_interval_s:
+            self._told_interval_s = interval_s
+            pace(interval_s)
 
     def on_session_paused(self) -> None:
         self.paused = True
@@ -277,8 +280,7 @@ class TrainPilotApp(App[int]):
         self._run_ended("failed")
 
     def _run_ended(self, status: str) -> None:
-        self.running, self.paused, self.stopping = False, False, False
-        self._follow_plan(None)  # between runs nothing trains: the app's own rate again
+        self.running, self.paused, self.stopping = False, False, False  # the screen has set the app's own pace again
         self.last_status = status
         after, self._after_stop = self._after_stop, None
         if after == "quit":

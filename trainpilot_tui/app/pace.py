@@ -9,7 +9,8 @@ as often: at 2 s a sample and 8 s for the per-epoch figures it used 0.013 of a c
 (a real large_dense run at 160x48, both settings in one run). A rate the user asked for
 (--refresh-hz) is kept as asked.
 
-Pure: the app asks `follow(plan)` when a plan is chosen and applies what changed.
+Pure: the main screen asks `follow(plan)` as it handles a chosen plan (or a run's end) and shows
+what changed; the app tells the session.
 """
 from __future__ import annotations
 
@@ -49,10 +50,14 @@ class Pace:
     def figures_interval_s(self) -> float:
         return FIGURES_PER_REFRESH * self.interval_s
 
+    def interval_for(self, plan: Plan | None, cpus: int | None = None) -> float:
+        """The interval `follow(plan)` sets, without setting it."""
+        busy = self.adaptive and plan is not None and holds_every_core(plan, cpus)
+        return self.base_s * (BUSY_FACTOR if busy else 1.0)
+
     def follow(self, plan: Plan | None, cpus: int | None = None) -> bool:
         """Set the interval for `plan` (None: no run). True when it changed."""
-        busy = self.adaptive and plan is not None and holds_every_core(plan, cpus)
-        interval = self.base_s * (BUSY_FACTOR if busy else 1.0)
+        interval = self.interval_for(plan, cpus)
         changed = interval != self.interval_s
-        self.busy, self.interval_s = busy, interval
+        self.busy, self.interval_s = interval != self.base_s, interval
         return changed

@@ -1,8 +1,8 @@
 """The one screen: Hardware, Run and Agent panels, and the footer with the keys.
 
 Session and sampler workers post their messages here. Each handler sets reactive state on a panel
-or appends to the trace, nothing else; the messages then bubble on to the app, which keeps the
-control state (running, paused, what to do when a run stops).
+or appends to the trace (and follows the pace for a chosen plan), nothing else; the messages then
+bubble on to the app, which keeps the control state (running, paused, what to do when a run stops).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from textual.timer import Timer
 from textual.widgets import Footer
 
 from trainpilot import events as ev
+from trainpilot.plans import Plan
 
 from .. import messages as msg
 from ..pace import Pace
@@ -96,8 +97,18 @@ class MainScreen(Screen[None]):
         self.run_panel.state = "stopping"
         self.run_panel.message = f"{reason}: finishing the step and saving a checkpoint"
 
+    def _follow_pace(self, plan: Plan | None) -> None:
+        """Paint as often as the run's plan leaves CPU for it (pace.py; None: no run trains), and
+        say so. Followed here, while this screen handles the event that chose the plan or ended the
+        run, so the trace line comes right after that event's own line. The app used to follow it
+        when the message had bubbled on to it, and by then this screen could already have handled
+        and painted later events (the next epoch, an override): the line landed before or after
+        them by thread timing. The app still tells the session (TrainPilotApp._tell_pace)."""
+        if self.pace.follow(plan):
+            self.show_pace(running=plan is not None)
+
     def show_pace(self, running: bool) -> None:
-        """The app changed how often it paints for the run's plan: say so where it shows."""
+        """The app's pace changed for the run's plan: say so where it shows."""
         pace = self.pace
         self.hardware_panel.border_subtitle = f"refresh {pace.interval_s:g} s: all cores train" if pace.busy else ""
         if pace.busy:
@@ -144,6 +155,7 @@ class MainScreen(Screen[None]):
         if self.run_panel.state == "starting":
             self.run_panel.state = "running"
         self._trace(message.event)
+        self._follow_pace(message.event.plan)
 
     def on_override_refused(self, message: msg.OverrideRefused) -> None:
         self._paint(everything=True)  # what waits first: the trace keeps the core's order
@@ -225,6 +237,7 @@ class MainScreen(Screen[None]):
         self.run_panel.state = message.event.status
         self.run_panel.message = message.event.message
         self._trace(message.event)
+        self._follow_pace(None)  # between runs nothing trains: the app's own rate again
 
     def on_event_received(self, message: msg.EventReceived) -> None:
         self._paint(everything=True)  # what waits first: the trace keeps the core's order
@@ -235,3 +248,4 @@ class MainScreen(Screen[None]):
         self.run_panel.state = "failed"
         self.run_panel.message = message.error
         self.note(TraceEntry("run", f"the session stopped unexpectedly: {message.error}", "failed"))
+        self._follow_pace(None)
