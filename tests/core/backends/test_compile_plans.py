@@ -12,11 +12,11 @@ import torch
 from trainpilot.backends import get_backend
 from trainpilot.backends.compiled import COMPILED, compile_availability
 from trainpilot.plans import Availability, Plan
-from trainpilot.predict.compile_cost import CompileCalibration, CompileSample, fit_compile, measure_compile
+from trainpilot.predict.compile_cost import CompileCalibration, CompileSample, fit_compile
 from trainpilot.predict.microbench import BenchSpec
 from trainpilot.run.session import SessionConfig, run_session
 
-from test_predict_model import idle, small_job, this_machine_model
+from cost_models import idle, small_job, this_machine_model
 
 COMPILES = compile_availability()
 needs_compiler = pytest.mark.skipif(not COMPILES, reason=f"torch.compile cannot run here: {COMPILES.reason}")

@@ -11,8 +11,7 @@ from trainpilot.parallel import link as link_mod
 from trainpilot.parallel.cluster import load_cluster, plan_cluster
 from trainpilot.parallel.link import ring_allreduce_s
 
-from test_predict_model import idle
-from test_split_plans import _profile
+from cost_models import idle, zoo_profile as _profile
 
 ROOT = Path(__file__).resolve().parents[3]
 CLUSTERS = ROOT / "profiles" / "clusters"

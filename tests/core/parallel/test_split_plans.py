@@ -15,16 +15,11 @@ from trainpilot.predict.split_cost import ADAM_PASSES, split_step
 from trainpilot.plans import SPLIT, Plan
 from trainpilot.predict.calibration import StateRates
 from trainpilot.predict.features import features_of
-from trainpilot.job.workload import build_model, profile_model
 
-from test_predict_model import idle, this_machine_model
+from cost_models import idle, this_machine_model, zoo_profile as _profile
 
 TWO_CPU = Plan.split([Plan("cpu", threads=1), Plan("cpu", threads=1)])
 FAST_LINK = Link(1e11, 1e-6, "test: as good as memory")
-
-
-def _profile(name: str, batch: int = 64):
-    return profile_model(build_model(name, (1, 28, 28), 10), (1, 28, 28), 10, 640, name=name, batch_size=batch, epochs=1)
 
 
 def test_a_split_plan_is_stored_in_the_four_plan_fields() -> None:

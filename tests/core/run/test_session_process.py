@@ -3,7 +3,6 @@ steering as a session in this process, a child that dies is reported, a parent t
 checkpointed run, and the child counts the parent's CPU as its UI's load."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
