@@ -1,6 +1,6 @@
 """Train small_cnn on CUDA, migrate to the CPU mid-run and back, and print the figures.
 
-The prepared device check for issue 4: run it where a CUDA GPU exists,
+The prepared device check of the CUDA backend: run it where a CUDA GPU exists,
     PYTHONUNBUFFERED=1 python benchmarks/cuda_migration.py --epochs 3
 It prints one row per epoch (plan segments, predicted and actual seconds) and checks that the
 run's final weights came back to the CPU intact. Exit 1 (with the reason) where there is no GPU.

@@ -1,5 +1,5 @@
-"""The app paints half as often while the run's plan trains on every core (issue 12, point 3: the
-app's own frames preempt a training thread, and the others wait for it), says so, and goes back
+"""The app paints half as often while the run's plan trains on every core (the app's
+own frames preempt a training thread, and the others wait for it), says so, and goes back
 to its rate when a core is free again; a rate the user chose is kept."""
 from __future__ import annotations
 

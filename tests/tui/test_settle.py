@@ -1,5 +1,5 @@
 """The app starts the run only once its own start-up is over, and tells the session the load it
-adds while settled and how often it paints progress (issue 12, point 3: start-up rendering landed inside mlp's 0.06 s epochs, and
+adds while settled and how often it paints progress (start-up rendering landed inside mlp's 0.06 s epochs, and
 the agent, glancing at the machine while the app was still starting, picked fewer threads)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hardware-aware compression (issue 10; the method of patent US20250371349A1).
+"""Hardware-aware compression (the method of patent US20250371349A1).
 
 A configuration determiner (`target`) reads the target machine and which sparsity patterns pay
 there; a reinforcement-learning agent (`search`, over the gymnasium env in `env`) gives every

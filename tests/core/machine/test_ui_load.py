@@ -1,5 +1,6 @@
 """The agent is hardware-aware of itself: the CPU its own UI threads use beside training is load the
-run meets, observed before deciding and recorded with the run (issue 12, point 3)."""
+run meets, observed before deciding and recorded with the run, so
+runs under the app do not pass for idle ones."""
 from __future__ import annotations
 
 import hashlib

@@ -1,5 +1,5 @@
-"""Every predicted time comes with an 80 % interval from the measured error of its kind (issue 12,
-point 5): the prior alone on an empty history, the history's own spread once it has some."""
+"""Every predicted time comes with an 80 % interval from the measured error of its kind: the
+prior alone on an empty history, the history's own spread once it has some."""
 from __future__ import annotations
 
 import math

@@ -172,7 +172,7 @@ def test_history_learns_single_plan_runs_under_the_load_they_met(small_demo):
 
 def test_step_progress_is_paced_as_its_caller_asks(small_demo):
     """A caller that paints once a second says so (the terminal app): step events between its
-    paints are not sent, the first and last steps of every epoch always are (issue 12, point 3: every event the
+    paints are not sent, the first and last steps of every epoch always are (every event the
     app receives is work taken from the training it shows)."""
     def progress(interval):
         session = TrainingSession(SessionConfig(model="mlp", epochs=2, batch_size=16, backend="cpu", threads=1, record_history=False), dataset=small_demo)
