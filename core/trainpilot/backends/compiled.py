@@ -1,12 +1,12 @@
 """torch.compile as a CPU plan setting ("cpu (2 threads, compiled)").
 
 Compiling trades a one-off cost (inductor generates and builds C++ for the forward and backward
-graphs: 3-11 s per graph for the small networks measured on the 2-core machine this was built on)
+graphs: seconds per graph even for small networks; measured: docs/measurements.md#cited-in-the-code-prediction)
 for a possibly faster step. Whether it pays depends on the machine, the model and how long the run
 is, so it is a plan like any other: the cost model predicts it once `trainpilot headless calibrate
 --compile` has measured both sides (predict/compile_cost.py), and the agent picks it only where
-the prediction says it wins. On that 2-core machine it never did: compiled steps took 0.8-1.7x
-the eager time, and compiling 13-25 s (benchmarks/compile_pays.py).
+the prediction says it wins. On the 2-core machine this was built on it never did
+(benchmarks/compile_pays.py; measured: docs/measurements.md#torchcompile).
 
 `dynamic=False`: the last, smaller batch of an epoch gets its own static graph (one recompile,
 which the cost model counts) instead of turning every step into dynamic-shape code.

@@ -1,9 +1,9 @@
 """The CPU backend: PyTorch on the host, with the intra-op thread count as part of the plan.
 
 Threads matter: on a 2-core machine with one core kept busy by another process, 1 thread trains
-about twice as fast as 2 (the second thread waits on a core it cannot get at every parallel
-region); idle, 2 threads win by ~15%. So each thread count is its own plan, eager and compiled
-(torch.compile, see compiled.py).
+faster than 2 (the second thread waits on a core it cannot get at every parallel region); idle,
+2 threads win (measured: docs/prediction.md#plans-and-calibration, docs/measurements.md#cited-in-the-code-prediction).
+So each thread count is its own plan, eager and compiled (torch.compile, see compiled.py).
 """
 
 from __future__ import annotations

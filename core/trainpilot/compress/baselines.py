@@ -7,10 +7,11 @@ Each baseline's overall ratio is found by bisection on *measured* step time: the
 whose training step is at least as fast as the agent's model's, the two timed side by side
 (interleaved, median of `repeats` steps each). Matching to the agent's speed-up as a number, measured
 earlier against the dense model, compared two measurements that each move by several percent here
-(benchmarks/step_noise.py: 1.48x-1.85x for one pair): one small_cnn / digits run matched uniform at
-1.47x to an agent that came out at 1.76x in the final timing, so the baseline kept more channels
-than equal speed allows. Then each baseline gets the same deployment fine-tune as the agent's model,
-and all three are measured once more, together with the dense model, in one interleaved run.
+(benchmarks/step_noise.py): one small_cnn / digits run matched uniform to an agent that came out
+much faster in the final timing, so the baseline kept more channels than equal speed allows
+(measured: docs/measurements.md#cited-in-the-code-compression). Then each baseline gets the same
+deployment fine-tune as the agent's model, and all three are measured once more, together with
+the dense model, in one interleaved run.
 """
 
 from __future__ import annotations

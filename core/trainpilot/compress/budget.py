@@ -10,13 +10,13 @@ want a short one.
 Why a floor in steps: a model converges after so many updates, not so many passes, and a small data
 set gives few updates per pass. Measured at batch 64 with the dense recipe of job.train_dense
 (benchmarks/compress_resolution.py --splits, which prints each split's dense test accuracy):
-small_cnn on the 4800-sample demo set (3360 training samples, 48 epochs = 2520 steps) tests 94.12 %
-after 48 epochs and 94.26 % after 96 (three splits): converged. On scikit-learn's 1797 digits (1258
-training samples, 48 epochs = 944 steps) it tests 96.98 % after 944 steps and 98.33 % after 2400
-(six splits). A dense model short of convergence flatters the pruned one, whose fine-tune goes on
-training what the dense model had not finished learning: on those six digits splits, half of each
-layer kept (8/16) dropped +0.74 points against the 944-step dense model (fine-tuned 472 steps) and
-+0.37 against the 2400-step one (fine-tuned 1200), and tested 1.7 points more accurate.
+small_cnn on the 4800-sample demo set (3360 training samples, 48 epochs = 2520 steps) has converged
+after 48 epochs; on scikit-learn's 1797 digits (1258 training samples, 48 epochs = 944 steps) it
+has not, and tests better after 2400 steps. A dense model short of convergence flatters the pruned
+one, whose fine-tune goes on training what the dense model had not finished learning: on the
+digits splits, half of each layer kept (8/16) dropped about half as much against the 2400-step
+dense model (fine-tuned 1200 steps) as against the 944-step one (fine-tuned 472), and tested more
+accurate (measured: docs/measurements.md#training-budgets).
 
 The floor was measured at batch 64 only. At another batch it keeps the samples seen, not the step
 count (at batch 512, 300 steps): a step floor would multiply a large batch's cost by its size, and
@@ -32,7 +32,7 @@ from typing import Any
 from trainpilot.compress.finetune import samples_per_step, steps_for_epochs
 
 DEFAULT_DENSE_EPOCHS = 48.0
-# 2400 steps at batch 64: about the demo set's 48 epochs, after which 96 gain 0.14 point (above)
+# 2400 steps at batch 64: about the demo set's 48 epochs, after which 96 gain next to nothing (above)
 DENSE_MIN_SAMPLES = 2400 * 64
 DEPLOY_SHARE = 0.5  # of the dense model's steps, by default
 

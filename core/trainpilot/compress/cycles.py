@@ -56,7 +56,8 @@ def measure_steps(
     model, in an order that rotates so no model is always timed first in a round. The models are
     copied first (timing trains them). Timed under the allocator TrainPilot trains with
     (machine/allocator.py): with glibc's defaults each step faulted its buffers in afresh, and one pair's
-    speed-up spread 32 % across timings (benchmarks/step_noise.py) against 7-14 % without."""
+    speed-up spread far wider across timings (benchmarks/step_noise.py) than without (measured:
+    docs/measurements.md#memory-allocator)."""
     from trainpilot.machine.allocator import keep_freed_memory
 
     keep_freed_memory()

@@ -3,9 +3,10 @@
 The search ranks configurations by validation accuracy after a 100-step fine-tune, and each by a
 speed-up from 5 measured steps: both are noisy. Measured on small_cnn (benchmarks/compress.py
 cases, every distinct fast-enough configuration of one search given the full deployment fine-tune):
-on digits the search's choice, 1.66x in the search, re-measured at 1.31x; on the demo set the
-search accuracies of 12 candidates spanned 86-93 % while their deployed accuracies all lay within
-1.7 points, in another order. So the controller does not trust one search figure:
+on digits the search's choice re-measured well below its search speed-up; on the demo set the
+candidates' deployed accuracies lay far closer together than their search accuracies, in another
+order (measured: docs/measurements.md#cited-in-the-code-compression). So the controller does not
+trust one search figure:
 
     shortlist   distinct configurations (by channels kept) that were fast enough in the search, the
                 most accurate first, up to SHORTLIST of them
@@ -22,14 +23,16 @@ search accuracies of 12 candidates spanned 86-93 % while their deployed accuraci
     fine-tune   the first `count` survivors each get the deployment fine-tune itself (the same
                 recipe the baselines get) and are scored on the VALIDATION split; more of them
                 while the fine-tunes have cost less than the search did (`budget_s`): on a cheap
-                model (small_cnn / digits: 1 s a fine-tune, 7 s the search) the search's noisy
-                order should not decide which few are compared
+                model (small_cnn / digits: a fine-tune costs a fraction of the search; measured:
+                docs/measurements.md#cited-in-the-code-compression) the search's noisy order should
+                not decide which few are compared
     choose      the lowest validation loss (cross-entropy), ties to the higher validation accuracy.
                 Why the loss: with 270 validation samples one sample is 0.37 points, and a model at
                 96 % makes ~10 mistakes there, so accuracy barely separates the finalists; the loss
                 counts every sample's confidence. Measured on small_cnn / digits (two searches,
-                10 and 13 candidates, all deployment-fine-tuned): the lowest validation loss tested
-                +0.37 and -0.37 points, the highest validation accuracy +1.48 and +0.37
+                all candidates deployment-fine-tuned): the lowest validation loss picked models that
+                tested better than the highest validation accuracy did (measured:
+                docs/measurements.md#cited-in-the-code-compression)
 
 The test split never enters a choice here: it is read once, for the chosen model, by the caller.
 The chosen model's fine-tune is the deployment fine-tune, so it is deployed as it is.

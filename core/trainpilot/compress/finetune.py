@@ -15,11 +15,11 @@ LEARNING_RATE = 1e-3
 # Both the search's short fine-tune and the deployment fine-tune are warm restarts (SGDR,
 # Loshchilov & Hutter 2017): the learning rate jumps back above the dense model's and anneals to 0
 # again. Measured on small_cnn / demo (50 % of both convs cut, dense trained to convergence): a
-# deployment fine-tune of 12 epochs at 5e-4 lost 2.50 points, 24 epochs at 1e-3 1.67, 24 epochs at
-# 2e-3 1.11 — a model that lost half its channels has to re-learn, not just settle. In the search,
-# the old 30 steps at 5e-4 left validation accuracy at 57-92 % (it measured the damage, not what
-# recovers; its chosen configuration lost 1.67 points once deployed); 100 steps at 2e-3 give
-# 86-92 %, a ranking closer to the deployed one (its choice: 1.39 points).
+# deployment fine-tune of 12 epochs at 5e-4 lost the most points, 24 epochs at 1e-3 fewer, 24 epochs
+# at 2e-3 the fewest — a model that lost half its channels has to re-learn, not just settle. In the
+# search, the old 30 steps at 5e-4 left validation accuracy scattered widely (it measured the
+# damage, not what recovers); 100 steps at 2e-3 give a ranking closer to the deployed one
+# (measured: docs/measurements.md#cited-in-the-code-compression).
 RESTART_LR = 2e-3
 # Fine-tuning a pruned model distils from the dense one (Hinton et al. 2015): its softened outputs
 # carry more than the labels, which is what a model that just lost channels needs to recover.

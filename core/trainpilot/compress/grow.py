@@ -2,19 +2,20 @@
 
 On a real machine a training step does not get cheaper channel by channel: the kernels work on
 blocks of channels, so step time falls in steps. Measured here (small_cnn on 8x8 digits, batch 512,
-2 threads, dense and pruned interleaved): 8/11 and 8/16 channels kept step alike (1.74x and 1.71x
-over dense), 8/17 falls to 1.46x. A configuration the search found fast enough usually sits inside
-such a step with channels to spare, and the search cannot see them: its 100-step fine-tunes rank
-configurations far more coarsely than a few channels' worth of accuracy. So, before a finalist gets
-its deployment fine-tune, each prunable layer in turn takes back the most channels that keep the
-*measured* speed-up at or above the threshold (the dense and the candidate model timed side by
-side; which counts are probed, below): the same cycles target, more capacity. On small_cnn /
-digits the grown 8/16 has a lower validation loss than 8/11 (0.125 against 0.133 after the same
-fine-tune; benchmarks/compress_resolution.py).
+2 threads, dense and pruned interleaved): 8/11 and 8/16 channels kept step alike, 8/17 falls well
+below them (docs/measurements.md#cited-in-the-code-compression). A configuration the search found
+fast enough usually sits inside such a step with channels to spare, and the search cannot see them:
+its 100-step fine-tunes rank configurations far more coarsely than a few channels' worth of
+accuracy. So, before a finalist gets its deployment fine-tune, each prunable layer in turn takes
+back the most channels that keep the *measured* speed-up at or above the threshold (the dense and
+the candidate model timed side by side; which counts are probed, below): the same cycles target,
+more capacity. On small_cnn / digits the grown 8/16 has a lower validation loss than 8/11 after the
+same fine-tune (benchmarks/compress_resolution.py; measured:
+docs/measurements.md#cited-in-the-code-compression).
 
 On this machine the blocks also make step time *not monotone* in the channel count: measured
 (small_cnn on the 28x28 demo set, batch 64, 2 threads, 24 configurations interleaved with the
-dense model) 8/16 kept stepped 1.91x faster than dense, 8/20 1.51x, 8/24 1.62x, 8/32 1.49x. A
+dense model) 8/24 kept stepped faster than 8/20 (docs/compression.md#the-method). A
 bisection on the count steps over a fast count like 24 when it probes a slow 20. So measured
 growth probes the counts on the kernels' channel grid (multiples of CHANNEL_STEP, and the full
 width) from the widest down, and takes the first fast enough. On a described machine the cycles

@@ -63,7 +63,7 @@ class CompressConfig:
     max_accuracy_drop: float = 1.0  # points
     hardware: str | None = None  # None: this machine (measured); else a profile name or .toml (predicted)
     episodes: int = 24  # at least; more while search_seconds last (search.MAX_EPISODES_FACTOR)
-    search_seconds: float = 45.0  # time a search may keep going past `episodes` (a cheap model's 24 take 7 s)
+    search_seconds: float = 45.0  # may search on past `episodes` (a cheap model's 24 are quick: docs/compression.md)
     seed: int = 0
     threads: int | None = None  # None: the agent's thread plan
     batch_size: int = 64

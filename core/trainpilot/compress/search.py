@@ -22,8 +22,9 @@ from trainpilot.compress.evaluate import Evaluation
 # measured again.
 SPEED_MARGIN = 1.05
 # A search with time left may run past its episodes, up to this many times as many: on a cheap model
-# an episode costs well under a second (small_cnn / digits: 24 episodes in 7 s, against 63 s for
-# wide_cnn / demo), and its 2-layer space had been sampled at only ~10 distinct fast configurations.
+# an episode costs well under a second (small_cnn / digits against wide_cnn / demo:
+# docs/measurements.md#cited-in-the-code-compression), and its 2-layer space had been sampled at only
+# a handful of distinct fast configurations.
 MAX_EPISODES_FACTOR = 4
 
 

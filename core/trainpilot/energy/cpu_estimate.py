@@ -5,8 +5,9 @@ busy for 3 s used 6 CPU-seconds, whatever its thread count says. By default this
 children count (a parent that launched the ranks of a distributed run meters all of them); a
 process seen once keeps the CPU time it had at its last reading after it exits.
 
-Looking for children walks all of /proc (psutil reads every process's parent): about 0.5 ms, and
-twice an epoch it was a measurable part of what TrainPilot adds to an epoch (benchmarks/overhead.py).
+Looking for children walks all of /proc (psutil reads every process's parent), and twice an epoch
+it was a measurable part of what TrainPilot adds to an epoch (benchmarks/overhead.py; measured:
+docs/measurements.md#what-trainpilot-costs-on-the-cpu, docs/measurements.md#cited-in-the-code-overhead).
 So children are looked for at most once a poll interval, which the meter's background thread
 keeps to; a reading between looks reads the processes already known.
 """

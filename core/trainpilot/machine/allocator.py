@@ -4,13 +4,13 @@ Every training step allocates its activations and gradients and frees them again
 serves blocks over its mmap threshold (128 KiB at first, raised as it goes) with fresh mappings, and
 trims the top of the heap once more than its trim threshold is free, so memory goes back to the
 kernel after one step and has to be faulted in, page by page and zeroed, in the next. Measured here
-(benchmarks/allocator.py --plain, 2 cores, torch 2.13): 127,000-585,000 page faults per epoch of
-small_cnn, wide_cnn and large_dense in a plain loop on the demo set, whose epochs kept memory cut by
-22-32 %, with about no faults left; in TrainPilot's own runs large_dense's epochs by a quarter
-(glibc's adaptive threshold had already spared the others most faults). The
+(benchmarks/allocator.py --plain, 2 cores, torch 2.13): hundreds of thousands of page faults per
+epoch of small_cnn, wide_cnn and large_dense in a plain loop on the demo set, whose epochs kept
+memory shortened, with about no faults left; in TrainPilot's own runs it shortened large_dense's
+epochs (glibc's adaptive threshold had already spared the others most faults). The
 faults also made step times noisy, and the compression's measured speed-ups with them:
-benchmarks/step_noise.py (one dense / pruned pair, 12 timings in 4 processes) spread 32 % of its
-median twice with glibc's defaults, 14 % and 7 % with freed memory kept.
+benchmarks/step_noise.py (one dense / pruned pair, 12 timings in 4 processes) spread far wider
+with glibc's defaults than with freed memory kept (measured: docs/measurements.md#memory-allocator).
 
 So TrainPilot sets three glibc malloc parameters at the start of a training process: blocks up to
 MMAP_THRESHOLD come from the heap, the heap keeps up to TRIM_THRESHOLD free at its top, and grows

@@ -4,9 +4,10 @@ process's own other threads (the terminal app's event loop and sampler run besid
 thread and take CPU, and the GIL, from it).
 
 Why both: the load a plan will meet changes its best thread count (on 2 cores with one kept busy,
-1 thread trains about twice as fast as 2), so calibration measures every plan idle *and* next to a
-real busy core. And a timing taken while something else grabbed a core is not the state we meant
-to measure; the meter lets the caller notice and measure again instead of learning noise.
+1 thread trains faster than 2; measured: docs/prediction.md#plans-and-calibration), so calibration
+measures every plan idle *and* next to a real busy core. And a timing taken while something else
+grabbed a core is not the state we meant to measure; the meter lets the caller notice and measure
+again instead of learning noise.
 """
 
 from __future__ import annotations
@@ -199,8 +200,9 @@ class ExternalCpuMeter:
         ui = sum(max(cpu - self._helpers0.get(tid, 0.0), 0.0) for tid, cpu in helpers.items())
         # Other processes: system-wide busy time minus this whole process's. Never below zero: the
         # two counters tick separately (a quiet machine reads a tick or two negative), and some
-        # sandboxes' /proc/stat undercounts a process that /proc/self counts in full (CI read
-        # -0.36 cores there). This process's own other threads are added whatever that reads.
+        # sandboxes' /proc/stat undercounts a process that /proc/self counts in full (CI read a negative
+        # load there: docs/measurements.md#cited-in-the-code-prediction). This process's own other
+        # threads are added whatever that reads.
         others = max((self._system_busy() - self._busy0) - (self._own() - self._own0), 0.0)
         # A UI in a process of its own is among the other processes already: moved to the UI's part,
         # and counted in full even where /proc/stat undercounts it (as this process's threads are).

@@ -2,10 +2,11 @@
 
 The loopback probe (`hetero.link.Link.startup_s`) times only "two processes form a group". A real
 `--nproc` launch also pays for the elastic agent, an interpreter plus torch and the CLI per rank,
-the dataset load, the model build, the speed probe and the teardown: on a 2-core machine about 4x
-the loopback figure. So every successful `--nproc` launch records its overhead (the launcher's
-wall time minus rank 0's training time), and a 2-rank prediction uses the median of the recent
-ones; until a launch has been recorded it falls back to the loopback figure and says so.
+the dataset load, the model build, the speed probe and the teardown: on a 2-core machine several
+times the loopback figure (measured: docs/measurements.md#cited-in-the-code-ranks). So every
+successful `--nproc` launch records its overhead (the launcher's wall time minus rank 0's training
+time), and a 2-rank prediction uses the median of the recent ones; until a launch has been recorded
+it falls back to the loopback figure and says so.
 
 Stored beside the calibration, one small JSON file per TRAINPILOT_HOME, keyed by rank count: the
 ranks are launched from this home, so its launches are the ones to learn from.

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-PROBE_TIMEOUT_S = 120.0  # two processes importing torch on a loaded 2-core machine can take ~20 s
+PROBE_TIMEOUT_S = 120.0  # two processes importing torch on a loaded 2-core machine can take long (docs/measurements.md)
 CACHE_VERSION = 1
 
 
@@ -73,7 +73,8 @@ def _cache_path(home: str | Path | None, machine_id: str) -> Path:
 
 
 def loopback_link(home: str | Path | None = None, *, refresh: bool = False, machine_id: str | None = None) -> Link:
-    """This machine's loopback as gloo sees it, measured once (~5-20 s) and then read from the cache.
+    """This machine's loopback as gloo sees it, measured once (seconds: docs/measurements.md) and then
+    read from the cache.
     Raises RuntimeError when the probe cannot run (no gloo, no loopback)."""
     if machine_id is None:
         from trainpilot.backends import probe

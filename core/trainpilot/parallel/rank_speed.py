@@ -64,7 +64,8 @@ def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: 
     Each pass (tens of ms) spans many scheduler slices, so a core shared with a busy process slows
     every pass alike and the median keeps that; what it drops is a stray pass stretched by some
     unpinned process (the launcher, another command) that lands on a rank's core once, which
-    made the mean call the unloaded rank slow and the measured slow-down 1.3-1.6x, not ~2x."""
+    made the mean call the unloaded rank slow and understate the measured slow-down (measured:
+    docs/measurements.md#cited-in-the-code-ranks)."""
     probe = copy.deepcopy(model).to(device).train()
     loss_fn = nn.CrossEntropyLoss()
     x, y = x.to(device), y.to(device)
@@ -106,12 +107,13 @@ def measure_shares(
 def refined_shares(
     group: RankGroup, step_per_sample_s: list[float], previous: RankSpeeds, batch: int, epoch: int
 ) -> RankSpeeds:
-    """New shares from the speeds the ranks showed while training (StarPU's history-based model,
-    per epoch): the probe runs for a fraction of a second before training, and a core shared with
+    """New shares from the speeds the ranks showed while training (StarPU's history-based model, per
+    epoch): the probe runs for a fraction of a second before training, and a core shared with
     another process is not shared the same way then. Measured here: a rank whose core busy loops
-    share probes 1.6-3.0x slower, but the launcher starts each rank in its own session, so with the
-    kernel's autogroup the rank's core is split between sessions, not processes, and a rank that
-    waits part of every step for the other gets back the time it slept.
+    share probes slower by a factor that varies from run to run
+    (docs/measurements.md#cited-in-the-code-ranks), but the launcher starts each rank in its own
+    session, so with the kernel's autogroup the rank's core is split between sessions, not
+    processes, and a rank that waits part of every step for the other gets back the time it slept.
 
     Each rank's figure is the mean over the last few epochs (trainer.StepClock.WINDOW_EPOCHS) of
     its full-batch steps' seconds per sample, from the forward's start to the gradients being

@@ -56,8 +56,8 @@ class StepClock:
 
     # Epochs whose steps the next shares are computed from: the newest few, so a change on the
     # machine shows within as many epochs, and each estimate averages more than one epoch's steps
-    # (small_cnn on the demo set: 8 steps an epoch; one epoch's mean read rank 1 anywhere between
-    # 1.4x and 3.1x slower in runs of the same setup).
+    # (small_cnn on the demo set: 8 steps an epoch; one epoch's mean read rank 1's slow-down very
+    # differently in runs of the same setup: docs/measurements.md#cited-in-the-code-ranks).
     WINDOW_EPOCHS = 3
 
     def __init__(self) -> None:
@@ -104,7 +104,8 @@ class StepFigures:
     """The step's figures (loss sum, correct, samples, stop asked), summed over the ranks inside the
     gradient all-reduce instead of a collective of their own: on a core another program shares,
     every collective waits for that rank to be scheduled again, and that wait is paid by the whole
-    step (measured in a 2-rank loop on such a core: 3-7 ms a step for each collective added)."""
+    step (measured in a 2-rank loop on such a core, for each collective added:
+    docs/measurements.md#heteropy)."""
 
     def __init__(self) -> None:
         self._riding: torch.Tensor | None = None  # this step's, until the last bucket takes them

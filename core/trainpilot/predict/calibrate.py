@@ -1,10 +1,10 @@
 """Calibration: run the micro-benchmarks for every plan this machine offers, idle and next to a
 real busy core, fit the step-time model per plan and state, and store the result.
 
-A full run takes ~45 s on 2 cores (4 plan states x 18 networks), quick mode ~10 s. The CPU is
-shared with whatever else runs on the machine, so a full run waits (within a budget) for other
-processes to settle and measures a point again when they took a core during it; what remains is
-written into the notes.
+A full run measures 4 plan states x 18 networks; how long it and quick mode take on 2 cores is on
+docs/prediction.md. The CPU is shared with whatever else runs on the machine, so a full run waits
+(within a budget) for other processes to settle and measures a point again when they took a core
+during it; what remains is written into the notes.
 """
 
 from __future__ import annotations

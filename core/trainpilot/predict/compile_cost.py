@@ -7,18 +7,19 @@
 
 Both are keyed by the network's dominant kind because that is what decides how much inductor
 compiles at all: a conv net's backward is the expensive graph, while a network around an nn.LSTM is
-hardly compiled (dynamo leaves the fused LSTM to eager PyTorch: 0.05 s "compiles", and the step
-gets only the wrapper's overhead). `graphs` is 1, or 2 when the epoch ends on a smaller batch
-(backends/compiled.py compiles each batch shape statically). `once_s` is inductor's own start-up,
+hardly compiled (dynamo leaves the fused LSTM to eager PyTorch: its "compile" is near instant,
+and the step gets only the wrapper's overhead). `graphs` is 1, or 2 when the epoch ends on a
+smaller batch (backends/compiled.py compiles each batch shape statically). `once_s` is inductor's own start-up,
 paid by the first compile in a process. The speed side is measured at one thread count (all
 threads) and applied to every compiled plan: a compiled step's advantage is in fused element-wise
 code and fewer dispatches, which threads scale alike. Compiling is measured with inductor's caches
 off, so the prediction is that of a model compiled for the first time; a repeated run that hits the
 cache is faster, and the history learns that for its workload like any other miss.
 
-Measured on the 2-core machine this was built on (torch 2.13): 3.3-3.9 s per graph for two-layer
-MLPs, 5-11 s for two- and three-conv nets, 3-9 s of start-up; compiled steps 0.8-1.7x the eager
-time (`trainpilot headless calibrate --compile` prints the table).
+On the 2-core machine this was built on (torch 2.13) compiling cost seconds per graph and of
+start-up, and compiled steps were not reliably faster than eager ones (`trainpilot headless
+calibrate --compile` prints the table; measured: docs/measurements.md#cited-in-the-code-prediction,
+docs/measurements.md#torchcompile).
 So there a compiled plan is predicted, shown and never chosen; on a machine where inductor's code
 wins, a long enough run makes it the fastest plan.
 """

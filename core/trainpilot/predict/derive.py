@@ -6,9 +6,9 @@ The fractions below turn published figures into the marginal FLOP rates of the s
 (fixed costs per step and per layer are separate terms, as in a measured calibration). They are
 typical values, not measurements of the described machine. The CPU fractions are relative to the
 profile's `cpu_flops_per_core`, which the shipped profiles give as half of the FMA peak ("sustained");
-calibration on the machine this was written on (AMD EPYC, 2 cores) measured marginal rates of about
-0.8x (dense), 1.5x (conv, oneDNN) and 0.9x (LSTM) of that figure, fixed costs of ~0.3-0.5 ms per
-step, ~0.3 ms per layer and ~0.1 ms per recurrent time step.
+calibration on the machine this was written on (AMD EPYC, 2 cores) measured marginal rates of the
+same order as that figure and fixed costs of fractions of a millisecond per step, per layer and per
+recurrent time step (measured: docs/measurements.md#cited-in-the-code-prediction).
 """
 
 from __future__ import annotations

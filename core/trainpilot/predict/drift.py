@@ -1,23 +1,25 @@
 """Machine drift: how much faster or slower than usual this machine has run in the last minutes.
 
 A shared or thermally limited machine does not keep one speed: on the 2-core VM this was built
-on, every workload and plan of a benchmark pass ran ~10 % slower or faster than in the pass
-before (`benchmarks/decisions.py`). The per-workload correction (`learning.correction`) averages
-over all of a workload's past runs, so it cannot follow such a shift; the runs just finished can.
+on, every workload and plan of a benchmark pass ran slower or faster together than in the pass
+before (`benchmarks/decisions.py`; measured: docs/measurements.md#cited-in-the-code-prediction). The
+per-workload correction (`learning.correction`) averages over all of a workload's past runs, so it
+cannot follow such a shift; the runs just finished can.
 
 A *residual* is how far a run's actual time was from the drift-free warm prediction made from the
 history before it: ln(actual / (roofline x correction)). Only runs whose own workload had history
 count (`exact_runs >= 1`): the residual of a never-seen workload is mostly the roofline's error
 for that workload, not the machine's mood, and letting it in made unseen workloads worse (tried on
-three recorded benchmark histories: pass-1 error rose 1-2 points with it, did not move without it).
+three recorded benchmark histories: pass-1 error rose with it, did not move without it).
 The drift now is the weighted median of recent residuals, weighted by exp(-age / DRIFT_TAU_S) and
 by how alike their load state is, with DRIFT_PRIOR pseudo-runs at 0. A median, not a mean: a shift
 of the whole machine moves most residuals, while one plan whose own times swing wildly moves only
-its own. Two threads next to a busy core on 2 cores ran 0.9-9.4 s for one 0.3-s job from one pass
-to the next; with a mean, those residuals pulled every plan's prediction in that load state by up
-to 30 %. Replaying seven recorded decisions-benchmark histories (benchmarks/replay_decisions.py),
-warm MAPE missed the oracle + 1 point in 4 of them before (by 1.4-3.0 points over the oracle); with
-the median it is at most 0.7 points above the oracle in all seven.
+its own. Two threads next to a busy core on 2 cores swung wildly for one short job from one pass
+to the next; with a mean, those residuals pulled every plan's prediction in that load state with
+them (measured: docs/prediction.md#cold-and-warm-predictions-drift-confidence). Replaying seven
+recorded decisions-benchmark histories (benchmarks/replay_decisions.py), warm MAPE missed the
+oracle + 1 point in most of them before and in none with the median (measured:
+docs/measurements.md#what-replaying-the-histories-found).
 """
 
 from __future__ import annotations

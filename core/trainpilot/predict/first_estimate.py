@@ -8,7 +8,8 @@ deliberately simple and documented:
     epoch_s  = steps_per_epoch * step_s * load_penalty(threads, free cores)
     run_s    = epochs * epoch_s
 
-`throughput(threads)` is measured once per process on a dense forward+backward (~0.2 s).
+`throughput(threads)` is measured once per process on a dense forward+backward (a fraction of a
+second: docs/measurements.md#cited-in-the-code-prediction).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 # host has room to feed the Neural Engine and run the PyTorch side of the job.
 LOW_CPU_UTILIZATION = 0.5
 STEP_OVERHEAD_S = 0.0015  # optimizer step, Python and data-loader overhead per mini-batch (measured order)
-# A thread that has no free core waits at every parallel region; measured on 2 cores with one busy:
-# 2 threads take ~2x as long as 1.
+# A thread that has no free core waits at every parallel region; 2 threads next to a busy core on 2
+# cores measured about this much slower than 1 (docs/prediction.md#plans-and-calibration).
 OVERSUBSCRIBED_PENALTY = 2.0
 
 _throughput_cache: dict[int, float] = {}

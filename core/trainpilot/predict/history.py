@@ -335,8 +335,9 @@ class History:
     def connection(self) -> sqlite3.Connection:
         """A connection for a caller that writes often (a run's progress, once an epoch): opening
         one and closing it, the last one open, checkpoints the write-ahead log into the file and
-        syncs it, ~1.5 ms an epoch under training load; a write on an open one appends to the log.
-        The caller closes it."""
+        syncs it, a measurable cost each epoch under training load
+        (docs/measurements.md#what-trainpilot-costs-on-the-cpu); a write on an open one appends to
+        the log. The caller closes it."""
         return self._connect()
 
     def _insert(self, record: RunRecord, extra: dict[str, Any]) -> int:

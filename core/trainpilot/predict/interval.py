@@ -4,7 +4,8 @@ A user plans around "2.0 s"; the honest figure is "2.0 s (1.8-2.3)". The interva
 measured error of past predictions of the same *kind*:
 
   cold  the workload had no run of its own on this plan and load state (the roofline, perhaps
-        corrected by similar workloads): errors of 20-30 % are usual;
+        corrected by similar workloads): large errors are usual
+        (measured: docs/measurements.md#five-full-runs-of-the-final-code);
   warm  its own runs corrected the roofline: what remains is mostly the machine's noise.
 
 For each kind, the weighted empirical 10th and 90th percentiles of ln(actual / predicted) over
@@ -16,13 +17,14 @@ errors on a shared machine are skewed (a run that met a burst is slow, never fas
 
 The warm prior is this machine's measured repeat noise: the spread of the same workload run again
 on the same plan in a similar load state (`repeat_noise`), as a new run's spread around the mean of
-the n earlier ones. A fixed warm prior of 12 % covered 69 % of warm runs on a 2-core VM whose runs
-vary ~25 % from one to the next, and 88-94 % of idle warm runs on quieter days when warm runs missed
-by 4-6 % (six decisions-benchmark histories), so it is measured, not assumed; it also floors every
-warm interval, since no amount of learning removes it. The noise is a robust (median-based)
-spread: run times on a shared machine are heavy-tailed (one run in ten meets a burst), and in the
-busy state the warm errors' standard deviation came out 1.4-2.8x their median-based spread, which
-widened every warm interval past what it needed.
+the n earlier ones. A fixed warm prior of 12 % covered too few warm runs on a 2-core VM whose runs
+vary much from one to the next, and too many idle warm runs on quieter days when warm runs missed
+by little (six decisions-benchmark histories; measured: docs/prediction.md#intervals), so it is
+measured, not assumed; it also floors every warm interval, since no amount of learning removes it.
+The noise is a robust (median-based) spread: run times on a shared machine are heavy-tailed (some
+runs meet a burst), and in the busy state the warm errors' standard deviation came out well above
+their median-based spread (docs/prediction.md#intervals), which widened every warm interval past
+what it needed.
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ MIN_COLD_SIGMA = 0.15  # a roofline is never trusted closer than this before it 
 STATE_SCALE = 0.25  # load-state distance at which a past error counts e^-1 as much (as learning.py)
 DECAY = 0.995  # per newer run: older errors were made by a model that has learnt since
 SAME_STATE = 0.2  # busy-weight distance within which an earlier run of the workload made it warm
-# Each kind's interval counts only its own kind's errors. Cold errors (20-30 %) once stood in for
-# the machine's noise behind a warm prediction with few warm errors; the measured repeat noise is
+# Each kind's interval counts only its own kind's errors. Cold errors once stood in for the
+# machine's noise behind a warm prediction with few warm errors; the measured repeat noise is
 # that prior now, and mixing the cold errors in at a third of a run each kept idle warm intervals
-# at +-12 % where warm runs missed by 4-6 % (coverage 88-94 %, benchmarks/decisions.py).
+# far wider than warm runs missed (benchmarks/decisions.py; measured: docs/prediction.md#intervals).
 
 # The repeat-noise estimate's prior: NOISE_PRIOR_DOF pseudo degrees of freedom of this spread in
 # ln(time). A repeat (two runs of one workload and plan) adds one degree of freedom, so a handful
@@ -145,8 +147,8 @@ def noise_floor(bounds: tuple[float, float, float], sigma: float, runs_behind: i
     run's spread around the mean of its `runs_behind` earlier runs: sigma * sqrt(1 + 1/n), the warm
     prior's own spread, which the measured errors may widen but not narrow. A cold one is left as
     it is: its prior (2.5x the calibration's fit residual) already holds the noise; flooring it too
-    covered 83-88 % of runs in a replay of three decisions-benchmark histories, against 76-83 %
-    with the warm floor alone."""
+    made the intervals cover too many runs in a replay of three decisions-benchmark histories,
+    which the warm floor alone did not (measured: docs/measurements.md#cited-in-the-code-prediction)."""
     lo, hi, runs = bounds
     if runs_behind < 1:
         return bounds
@@ -172,7 +174,7 @@ def prior_sigma(kind: str, fit_error: float, noise_sigma: float = NOISE_PRIOR_SI
     run's spread around the mean of its `runs_behind` earlier runs, from the machine's repeat noise."""
     if kind == WARM:
         return noise_sigma * math.sqrt(1.0 + 1.0 / max(runs_behind, 1))
-    return max(2.5 * fit_error, MIN_COLD_SIGMA)  # cold errors run ~2-3x the calibration's fit residual
+    return max(2.5 * fit_error, MIN_COLD_SIGMA)  # cold errors run a few times the fit residual: docs/measurements.md
 
 
 def log_bounds(

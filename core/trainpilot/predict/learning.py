@@ -32,7 +32,7 @@ from trainpilot.predict.roofline_terms import LOAD_FULL_CORES, LOAD_NOISE_CORES,
 EXACT_BONUS = 8.0  # the same footprint counts as eight similar runs
 PRIOR_WEIGHT = 0.35  # pseudo-runs at ratio 1 (the roofline) that evidence has to outweigh
 ERROR_PRIOR_RUNS = 3.0  # pseudo-runs at the prior error
-COLD_ERROR_FACTOR = 2.5  # cold errors measured here run ~2-3x the calibration fit residual
+COLD_ERROR_FACTOR = 2.5  # cold errors measured here run a few times the calibration fit residual (docs/measurements.md)
 MIN_ERROR = 0.03  # timing noise floor on a shared machine: never claim to be better than this
 LEARN_STATUSES = ("success", "interrupted")
 HUBER_SCALE = 0.15  # log-ratio distance (~16 %) beyond which a past run counts less and less
@@ -179,9 +179,10 @@ def correction(
 def robust_mean(values: list[tuple[float, float]], scale: float = HUBER_SCALE) -> float:
     """Weighted Huber mean of log ratios, started at the weighted median.
 
-    Timing on a shared machine has heavy tails (a run that met another process's burst takes 2-3x
-    as long); a plain mean lets one such run drag every later prediction, a median ignores how
-    the bulk spreads. Points further than `scale` from the centre count with weight scale/distance.
+    Timing on a shared machine has heavy tails (a run that met another process's burst takes far
+    longer: docs/measurements.md#cited-in-the-code-prediction); a plain mean lets one such run drag
+    every later prediction, a median ignores how the bulk spreads. Points further than `scale` from
+    the centre count with weight scale/distance.
     """
     ordered = sorted(values)
     half = sum(w for _, w in ordered) / 2

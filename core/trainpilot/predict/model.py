@@ -213,8 +213,8 @@ class CostModel:
         return self._store(calibration)
 
     def calibrate_compile(self, progress: Callable[[float, str], None] | None = None, specs: Any = None) -> Calibration:
-        """Measure what torch.compile costs and gives here (about a minute on 2 cores; see
-        compile_cost.py) and add it to this machine's calibration, measuring that first if needed.
+        """Measure what torch.compile costs and gives here (how long on 2 cores: docs/prediction.md;
+        see compile_cost.py) and add it to this machine's calibration, measuring that first if needed.
         `specs`: the networks to compile (default microbench.COMPILE_SUITE)."""
         if self.is_described:
             raise ValueError("a described machine cannot be measured; its calibration comes from its figures")
@@ -226,7 +226,7 @@ class CostModel:
             raise RuntimeError(f"torch.compile cannot run here: {avail.reason}")
         say = progress or (lambda _f, _m: None)
         start = 0.0
-        if self.calibration is None:  # the compiled plans' eager side first (quick: ~10 s)
+        if self.calibration is None:  # the compiled plans' eager side first (quick; docs/prediction.md)
             self.calibrate(progress=lambda f, m: say(0.2 * f, m), quick=True)
             start = 0.2
         assert self.calibration is not None

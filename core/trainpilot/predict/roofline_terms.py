@@ -50,10 +50,11 @@ def load_weights(
     without a free core gets the share of a core the scheduler gives it.
 
     The first LOAD_NOISE_CORES of oversubscription are a reading's noise, not load: next to one
-    busy-loop core the load measured during a run reads 0.76-1.08 cores, and a reading of 1.06 used
-    to add a third of the 2-thread plan's oversubscribed slow-down at once, so the same run's
-    roofline (and the correction learnt against it) jumped with the reading's noise. In five
-    replayed decisions-benchmark histories, warm MAPE is 0.1-0.4 points lower without the jump.
+    busy-loop core the load measured during a run reads a little under or over one core, and a
+    reading just over it used to add part of the 2-thread plan's oversubscribed slow-down at once,
+    so the same run's roofline (and the correction learnt against it) jumped with the reading's
+    noise. In replayed decisions-benchmark histories, warm MAPE is lower without the jump
+    (measured: docs/measurements.md#cited-in-the-code-prediction).
     The ramp rises from there to the full slow-down at one whole core of extra load.
     """
     w = smooth_step(busy_cores, LOAD_NOISE_CORES, LOAD_FULL_CORES) if cal.busy is not None else 0.0

@@ -2,10 +2,10 @@
 
 Why: the terminal app and a session in one of its threads share one GIL. Every frame the app lays
 out and draws holds it, and a model whose step is mostly Python (mlp, rnn) waits that long each
-time: `benchmarks/tui_overhead.py --model mlp` measured the app's run 2.5x slower than headless
-with the session in a thread. In a process of its own the session competes with the app for a
-core at most, which the agent sees and plans for (the app's process counts as its UI load,
-predict.contention.count_as_ui).
+time: `benchmarks/tui_overhead.py --model mlp` measured the app's run far slower than headless
+with the session in a thread (docs/app.md#the-apps-own-load). In a process of its own the session
+competes with the app for a core at most, which the agent sees and plans for (the app's process
+counts as its UI load, predict.contention.count_as_ui).
 
 `ProcessSession` has the steering methods and the event stream of `session.TrainingSession`; the
 session itself runs in a spawned child (spawn, not fork: the app has threads, and a forked child

@@ -108,10 +108,10 @@ def convert_module(
 
 
 # Two ways to hand a module to coremltools. TorchScript tracing goes first: for these small
-# models it is ~4x faster than torch.export (0.4 s against 1.7 s here) and it is coremltools'
-# most-tested frontend. But torch 2.13 deprecates it, and coremltools 9 + numpy 2.4 fail on a
-# traced `x.reshape(x.shape[0], ...)` (the zoo's SmallCNN does that), so torch.export is the
-# fallback for both cases.
+# models it is faster than torch.export (docs/measurements.md#cited-in-the-code-core-ml) and it is
+# coremltools' most-tested frontend. But torch 2.13 deprecates it, and coremltools 9 + numpy 2.4
+# fail on a traced `x.reshape(x.shape[0], ...)` (the zoo's SmallCNN does that), so torch.export is
+# the fallback for both cases.
 
 
 def _trace(module: nn.Module, example: torch.Tensor) -> object | None:

@@ -1,11 +1,12 @@
 """Importing coremltools lazily and quietly.
 
-coremltools takes about 1.5 s to import once torch is loaded (3-4 s from a cold interpreter), and on
-Linux it logs eight "Failed to load _MLModelProxy ..." warnings plus a "Torch version ... has not
-been tested" warning. During conversion it draws tqdm progress bars on stderr and `print`s to
-stdout (the updatable-model builder announces its loss target). Headless mode keeps stdout for
-JSON and the TUI owns the terminal, so everything coremltools says is captured here and kept in
-`notes()` (and logged at DEBUG under "trainpilot.ane") instead of reaching the screen.
+coremltools takes seconds to import, more from a cold interpreter (measured:
+docs/what-runs-where.md#costs-measured-here), and on Linux it logs eight "Failed to load
+_MLModelProxy ..." warnings plus a "Torch version ... has not been tested" warning. During
+conversion it draws tqdm progress bars on stderr and `print`s to stdout (the updatable-model builder
+announces its loss target). Headless mode keeps stdout for JSON and the TUI owns the terminal, so
+everything coremltools says is captured here and kept in `notes()` (and logged at DEBUG under
+"trainpilot.ane") instead of reaching the screen.
 
 Nothing here imports coremltools at module import time; `availability()` probes only the file
 system (importlib's find_spec of a top-level package does not execute it).
