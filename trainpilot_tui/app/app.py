@@ -39,7 +39,7 @@ from .trace import TraceEntry
 
 # Hardware sampling and painting, per second. 1 Hz, as top and nvtop refresh: the app's CPU is
 # taken from the training it shows (on a 2-core machine both cores train), and at 2 Hz it used
-# about twice as much (benchmarks/tui_overhead.py prints it as "UI load").
+# more (benchmarks/tui_overhead.py prints it as "UI load"; measured: docs/app.md#the-apps-own-load).
 DEFAULT_REFRESH_HZ = 1.0
 # After the first screen is drawn, the app waits this long before the run starts, measuring its own
 # CPU over the last SETTLE_MEASURE_S of it: start-up work (layout, the first frames, imports on
@@ -59,8 +59,9 @@ _frozen = False
 def freeze_startup_objects() -> None:
     """Move everything alive now (torch, the model, the data, Textual's widgets) out of the cyclic
     garbage collector's sight, once, when training is about to start. A full collection otherwise
-    walks all of it while holding the GIL: ~0.2 s during which the training thread cannot run,
-    every few seconds of UI activity. Objects made later are collected as usual."""
+    walks all of it while holding the GIL, a pause during which the training thread cannot run
+    (docs/measurements.md#cited-in-the-code-the-app), every few seconds of UI activity. Objects
+    made later are collected as usual."""
     global _frozen
     if not _frozen:
         _frozen = True
@@ -226,8 +227,8 @@ class TrainPilotApp(App[int]):
         if expect is not None and self.ui_steady_cores is not None:
             expect(self.ui_steady_cores)
         # Progress is painted once a refresh interval: a step event more often than that is one
-        # more message to receive and handle (the default 20 a second doubled the app's own load,
-        # 0.035 of a core against 0.017, taken from the training it shows).
+        # more message to receive and handle (the default 20 a second made the app's own load far
+        # larger, taken from the training it shows: docs/measurements.md#cited-in-the-code-the-app).
         pace = getattr(session, "show_progress_every", None)
         if pace is not None:
             self._told_interval_s = self.main.progress_interval_s

@@ -3,10 +3,11 @@
 Every frame the app draws is CPU. When the run's plan leaves a core free, that CPU is spare and the
 app refreshes at its rate (1 Hz by default). When the plan trains on every core the machine lets
 this process use, each frame preempts a training thread, and PyTorch's threads wait for each other
-at every operation, so the others stall with it: on 2 cores the app's ~0.02 of a core cost
-large_dense 3-6 % of its training time (benchmarks/tui_overhead.py). Then the app refreshes half
-as often: at 2 s a sample and 8 s for the per-epoch figures it used 0.013 of a core against 0.020
-(a real large_dense run at 160x48, both settings in one run). A rate the user asked for
+at every operation, so the others stall with it: on 2 cores the app's small share of a core cost
+large_dense a few per cent of its training time (benchmarks/tui_overhead.py; measured:
+docs/measurements.md#cited-in-the-code-the-app). Then the app refreshes half as often, 2 s a sample
+and 8 s for the per-epoch figures, which used less of a core in a real large_dense run at 160x48,
+both settings in one run (measured: docs/app.md#the-apps-own-load). A rate the user asked for
 (--refresh-hz) is kept as asked.
 
 Pure: the main screen asks `follow(plan)` as it handles a chosen plan (or a run's end) and shows

@@ -36,21 +36,24 @@ class MainScreen(Screen[None]):
         """`pace`: how often to paint (pace.py), followed as it changes. Step progress is painted
         with each hardware sample (or after two intervals when no sample comes), the per-epoch
         figures with the first sample at least `figures_interval_s` after they were last painted.
-        The core sends up to 20 steps a second and, on a small model, several epochs a second (mlp:
-        0.13 s each, with an agent step and a checkpoint each); painting each as it came took the
-        app to ~48 frames a second and 0.26-0.36 of a core, taken from the training it shows
-        (benchmarks/tui_overhead.py). Painted at the refresh rate the figures read the same."""
+        The core sends up to 20 steps a second and, on a small model, several epochs a second (mlp,
+        each with an agent step and a checkpoint); painting each as it came took the app to dozens
+        of frames a second and a good part of a core, taken from the training it shows
+        (benchmarks/tui_overhead.py; measured: docs/app.md#the-apps-own-load,
+        docs/measurements.md#cited-in-the-code-the-app). Painted at the refresh rate the figures read
+        the same."""
         super().__init__()
         self.pace = pace or Pace(2.0)
         self.book = PlanBook()
         self._progress: ev.StepProgressed | None = None  # newest, not yet shown
         self._paced: list[msg.SessionMessage] = []  # per-epoch messages not yet shown, in order
         self._progress_shown_at = float("-inf")
-        # The per-epoch figures (table, chart, trace) cost layouts of the screen each time, ~10 ms
-        # each at 160x48 (progress and hardware ~5 ms): painted at most once a figures interval. Measured
-        # on mlp (0.1-s epochs, 2 threads on 2 cores; tui_overhead.py --model mlp --repeats 3):
-        # app/headless 1.125 painting them once a second, 1.040 once in two. A model whose epochs
-        # take longer than this shows each epoch with the next sample, as before.
+        # The per-epoch figures (table, chart, trace) cost layouts of the screen each time, dearer than
+        # progress and hardware: painted at most once a figures interval. Measured on mlp (0.1-s
+        # epochs, 2 threads on 2 cores; tui_overhead.py --model mlp --repeats 3), painting them once
+        # in two seconds slowed training less than once a second
+        # (docs/measurements.md#cited-in-the-code-the-app). A model whose epochs take longer than
+        # this shows each epoch with the next sample, as before.
         self._figures_shown_at = float("-inf")
         self._paint_timer: Timer | None = None
 

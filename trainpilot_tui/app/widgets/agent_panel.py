@@ -2,8 +2,9 @@
 
 One line-API widget draws the whole trace. It used to be one small widget per entry in a scrolling
 container; each batch of entries then mounted widgets and scrolled the container, and each mount
-or scroll cost Textual a layout of the whole screen and a repaint of every panel (~10 ms at
-160x48, more as the trace grew towards its 500 widgets), taken from the training the app shows.
+or scroll cost Textual a layout of the whole screen and a repaint of every panel (more as the
+trace grew towards its 500 widgets; measured: docs/measurements.md#cited-in-the-code-the-app),
+taken from the training the app shows.
 Here adding entries changes this widget's virtual size and repaints its own lines, nothing else.
 
 Each entry's kind picks a component class, so the .tcss decides how a decision, a user override
