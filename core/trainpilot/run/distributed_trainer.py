@@ -1,19 +1,9 @@
 """The training step of one rank: its share of the batch through DistributedDataParallel.
 
-Uneven shares are per-rank batch sizes with the loss scaled, not DDP's `Join`. `Join` is for ranks
-that run out of batches at different times: it shadows the missing all-reduces with zeros and
-still divides by the world size, so a step is no longer the full-batch step, and the fast rank
-idles at the end instead of every step being balanced. Here every rank takes part in every step
-with the samples it can finish in the same time, and rank i's loss is
-
-    sum of its samples' losses * world_size / batch
-
-so DDP's average over ranks, (1/world) * sum_i world/batch * sum grad = (1/batch) * sum of all
-samples' gradients: exactly the gradient of the mean loss over the whole batch, as one process
-would compute it (up to float summation order).
-
-Every rank walks the same seeded batch order (the single-process trainer's), taking its slice of
-each batch; a short last batch is split again by the same speeds.
+Uneven shares are per-rank batch sizes with the loss scaled so that every step is the full-batch
+step (not DDP's `Join`: parallel/step_clock.py says why, with the arithmetic). Every rank walks the
+same seeded batch order (the single-process trainer's), taking its slice of each batch; a short
+last batch is split again by the same speeds.
 """
 
 from __future__ import annotations
