@@ -64,7 +64,7 @@ def plain_child(model: str, epochs: int, threads: int) -> None:
 
     from trainpilot.machine.allocator import keep_freed_memory
     from trainpilot.job.data import demo_dataset
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     keep_freed_memory()  # honours TRAINPILOT_KEEP_FREED_MEMORY=0, as a run does
     torch.set_num_threads(threads)

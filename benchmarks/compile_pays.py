@@ -59,7 +59,7 @@ def timed_run(case: tuple[Any, ...], plan_dict: dict[str, Any]) -> float:
     from trainpilot.plans import Plan
     from trainpilot.job.prepare import seed_everything
     from trainpilot.run.trainer import Trainer
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     model, _samples, batch, epochs = case
     train, val = _data(case[1]).split(0.1, 0)

@@ -89,7 +89,7 @@ def main() -> int:
     from trainpilot.compress.job import split_three, train_dense
     from trainpilot.compress.prune import check_prunable
     from trainpilot.job.data import demo_dataset
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     data = digits() if args.dataset == "digits" else demo_dataset(args.demo_samples or DEMO_SAMPLES["full"])
     shape, batch, threads = data.sample_shape, 64, args.threads

@@ -164,7 +164,7 @@ def run_suite(cases: tuple[Case, ...], quick: bool, home: Path, log: Any, passes
     from trainpilot.agent.planning import profile_job
     from trainpilot.job.prepare import seed_everything
     from trainpilot.run.trainer import Trainer
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     hardware = probe()
     model = CostModel.open(home, hardware=hardware)

@@ -327,7 +327,7 @@ def bad_inputs(cases: int, seed: int, home: Path, subprocess_sample: int) -> Bad
     ckpt_dir = fresh()
     from trainpilot.job.data import Dataset
     from trainpilot.run.trainer import Trainer
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     data_dir = corpus.write_dataset("npy_x", fresh())
     ds = Dataset(X[:, None], y, str(data_dir), 3)

@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     from trainpilot.machine.monitor import measure_load
     from trainpilot.plans import Decision, Plan, PlanPrediction
     from trainpilot.predict.model import CostModel
-    from trainpilot.job.workload import ModelSpec, build_model, profile_model
+    from trainpilot.job.models import ModelSpec, build_model
+    from trainpilot.job.workload import profile_model
 
     home = Path(tempfile.mkdtemp(prefix="tp-hetero-"))
     env = dict(os.environ, TRAINPILOT_HOME=str(home), TRAINPILOT_AUTO_CALIBRATE="0",

@@ -49,7 +49,7 @@ def main() -> int:
 
     from trainpilot.compress.cycles import measure_steps
     from trainpilot.compress.prune import check_prunable, prune
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     print(f"training-step time, {args.threads} threads, median of {args.repeats} interleaved steps; 'half' = half of every"
           f" prunable layer's channels removed (torch-pruning)")

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from trainpilot.job.data import demo_dataset
     from trainpilot.job.prepare import seed_everything
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     seed, lr = 0, 1e-3
     dataset = demo_dataset(args.samples)

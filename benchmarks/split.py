@@ -35,7 +35,7 @@ def _measure(profile_model: Any, data: Any, plan: Any, batch: int) -> tuple[floa
     import torch
 
     from trainpilot.run.trainer import Trainer
-    from trainpilot.job.workload import ModelSpec, build_model
+    from trainpilot.job.models import ModelSpec, build_model
 
     torch.manual_seed(0)
     model = build_model(ModelSpec.from_config(profile_model), data.sample_shape, data.num_classes)

@@ -61,7 +61,7 @@ def main() -> int:
     from compress_resolution import kept_counts, pruned_to
     from trainpilot.compress.cycles import measure_steps
     from trainpilot.compress.prune import check_prunable
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     torch.set_num_threads(args.threads)
     print(f"small_cnn dense over pruned, {args.threads} threads; each cell: median of 3 timings (the three)")

@@ -25,7 +25,7 @@ def one_process(timings: int, repeats: int, threads: int) -> list[float]:
 
     from trainpilot.compress.cycles import measure_steps
     from trainpilot.compress.prune import check_prunable, prune
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     torch.manual_seed(0)
     shape = (1, 28, 28)

@@ -11,7 +11,8 @@ import numpy as np
 
 from trainpilot.backends import probe
 from trainpilot.job.data import Dataset
-from trainpilot.job.workload import build_model, profile_model
+from trainpilot.job.models import build_model
+from trainpilot.job.workload import profile_model
 from trainpilot.machine.monitor import UtilizationSample
 from trainpilot.machine.target_profiles import TargetBackend, TargetMachine
 from trainpilot.plans import Plan

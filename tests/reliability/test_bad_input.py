@@ -14,7 +14,8 @@ from faultkit import corpus, scratch
 from trainpilot.run.checkpoint import load_checkpoint, save_checkpoint
 from trainpilot.job.data import Dataset, load_dataset
 from trainpilot.errors import CheckpointError, DatasetError, WorkloadError
-from trainpilot.job.workload import ModelSpec, build_model, profile_model
+from trainpilot.job.models import ModelSpec, build_model
+from trainpilot.job.workload import profile_model
 from trainpilot_tui.cli import main
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

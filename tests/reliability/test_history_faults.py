@@ -88,7 +88,8 @@ def job():
     from trainpilot.job.data import demo_dataset
     from trainpilot.backends import probe
     from trainpilot.machine.monitor import measure_load
-    from trainpilot.job.workload import build_model, profile_model
+    from trainpilot.job.models import build_model
+    from trainpilot.job.workload import profile_model
 
     data = demo_dataset(n=60)
     profile = profile_model(build_model("mlp", data.sample_shape, 10), data.sample_shape, 10, 60, name="mlp")

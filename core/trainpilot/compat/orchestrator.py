@@ -41,7 +41,8 @@ class HardwareOrchestrator(Agent):
         epochs: int = 1,
     ) -> dict[str, Any]:
         """Build the real module from the config and measure it (see workload.profile_model)."""
-        from trainpilot.job.workload import ModelSpec, build_model, profile_model
+        from trainpilot.job.models import ModelSpec, build_model
+        from trainpilot.job.workload import profile_model
 
         spec = ModelSpec.from_config(model_config)
         model = build_model(spec, input_shape, num_classes)

@@ -181,7 +181,7 @@ def plan_document(
 def load_exported(directory: str | Path) -> nn.Module:
     """The pruned model of an export: the dense architecture rebuilt, its removed channels removed
     again, the weights loaded (weights_only: nothing in the file is executed)."""
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     directory = Path(directory)
     document = json.loads((directory / "plan.json").read_text(encoding="utf-8"))

@@ -251,7 +251,7 @@ def run_compression(
     handle); otherwise returns the report, deployed or not."""
     from trainpilot.compress.prune import check_prunable
     from trainpilot.job.data import Dataset, resolve_dataset
-    from trainpilot.job.workload import ModelSpec, build_model
+    from trainpilot.job.models import ModelSpec, build_model
     from trainpilot.machine.allocator import keep_freed_memory
 
     say = on_event or (lambda _e: None)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainpilot.job.data import Dataset, resolve_dataset
-from trainpilot.job.workload import ModelSpec, WorkloadProfile, build_model, profile_model
+from trainpilot.job.models import ModelSpec, build_model
+from trainpilot.job.workload import WorkloadProfile, profile_model
 
 
 def seed_everything(seed: int) -> None:

@@ -9,7 +9,8 @@ from trainpilot.compat.orchestrator import HardwareOrchestrator, load_from_state
 from trainpilot.predict.first_estimate import LOW_CPU_UTILIZATION, FirstEstimate
 from trainpilot.machine.probe import HardwareInfo
 from trainpilot.plans import Availability
-from trainpilot.job.workload import build_model, profile_model
+from trainpilot.job.models import build_model
+from trainpilot.job.workload import profile_model
 
 
 def two_core_machine(**backends: Availability) -> HardwareInfo:

@@ -7,7 +7,7 @@ from torch import nn
 
 from trainpilot.backends.ane.backbone import layer_sequence, output_shape, split_model
 from trainpilot.errors import WorkloadError
-from trainpilot.job.workload import build_model
+from trainpilot.job.models import build_model
 
 SHAPE = (1, 12, 12)
 

@@ -20,7 +20,8 @@ from trainpilot.backends.ane.runtime import UpdateResult
 from trainpilot.backends.ane.updatable import spec_weights
 from trainpilot.errors import BackendUnavailable, WorkloadError
 from trainpilot.plans import Availability, Plan
-from trainpilot.job.workload import build_model, profile_model
+from trainpilot.job.models import build_model
+from trainpilot.job.workload import profile_model
 
 ct = pytest.importorskip("coremltools")
 

@@ -10,7 +10,7 @@ import pytest
 
 from trainpilot.backends.ane.convert import ConvertedModel, convert_module, export_mlpackage
 from trainpilot.backends.ane.backbone import split_model
-from trainpilot.job.workload import build_model
+from trainpilot.job.models import build_model
 
 ct = pytest.importorskip("coremltools")
 

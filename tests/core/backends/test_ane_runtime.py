@@ -25,7 +25,7 @@ SHAPE = (1, 12, 12)
 def test_predict_matches_pytorch_within_fp16(tmp_path: Path) -> None:
     from trainpilot.backends.ane.convert import convert_module
     from trainpilot.backends.ane.backbone import split_model
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     model = build_model("small_cnn", SHAPE, 4)
     split = split_model(model, SHAPE, 2)
@@ -41,7 +41,7 @@ def test_predict_matches_pytorch_within_fp16(tmp_path: Path) -> None:
 def test_compute_plan_places_every_operation(tmp_path: Path) -> None:
     from trainpilot.backends.ane.convert import export_mlpackage
     from trainpilot.backends.ane.placement import summarize
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     converted = export_mlpackage(build_model("small_cnn", SHAPE, 4), SHAPE, tmp_path / "m.mlpackage")
     report = summarize(RUNTIME.compute_plan(converted.path))
@@ -52,7 +52,7 @@ def test_compute_plan_places_every_operation(tmp_path: Path) -> None:
 @pytest.mark.skipif(not RUNTIME.update_availability(), reason=RUNTIME.update_availability().reason)
 def test_update_task_trains_and_returns_every_layer(tmp_path: Path) -> None:
     from trainpilot.backends.ane.updatable import build_updatable_model, spec_weights
-    from trainpilot.job.workload import build_model
+    from trainpilot.job.models import build_model
 
     model = build_model("mlp", SHAPE, 3)
     built = build_updatable_model(model, SHAPE, 3, tmp_path / "u.mlmodel", epochs=2, batch_size=8, learning_rate=0.1)

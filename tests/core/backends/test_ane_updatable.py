@@ -21,7 +21,7 @@ from trainpilot.backends.ane.updatable import (
     spec_weights,
 )
 from trainpilot.errors import WorkloadError
-from trainpilot.job.workload import build_model
+from trainpilot.job.models import build_model
 
 ct = pytest.importorskip("coremltools")
 

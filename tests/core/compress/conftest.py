@@ -11,7 +11,7 @@ from trainpilot.compress.job import split_three
 from trainpilot.compress.prune import check_prunable
 from trainpilot.compress.target import this_machine
 from trainpilot.job.data import demo_dataset
-from trainpilot.job.workload import build_model
+from trainpilot.job.models import build_model
 
 SHAPE = (1, 28, 28)
 

@@ -11,7 +11,7 @@ from trainpilot.compress.cycles import measure_steps
 from trainpilot.compress.layers import describe_layers
 from trainpilot.compress.prune import check_prunable, prune, rebuild
 from trainpilot.errors import WorkloadError
-from trainpilot.job.workload import build_model
+from trainpilot.job.models import build_model
 
 SHAPE = (1, 28, 28)
 

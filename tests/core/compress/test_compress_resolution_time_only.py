@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trainpilot.compress.prune import check_prunable
 from trainpilot.job.data import demo_dataset
-from trainpilot.job.workload import build_model
+from trainpilot.job.models import build_model
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 

@@ -322,7 +322,8 @@ class FastestFirst:
 
 @pytest.fixture(scope="module")
 def mlp_profile():
-    from trainpilot.job.workload import build_model, profile_model
+    from trainpilot.job.models import build_model
+    from trainpilot.job.workload import profile_model
 
     return profile_model(build_model("mlp", (1, 28, 28), 10), (1, 28, 28), 10, 500, name="mlp", batch_size=64, epochs=1)
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from trainpilot.errors import WorkloadError
-from trainpilot.job.workload import ModelSpec, build_model, profile_model
+from trainpilot.job.models import ModelSpec, build_model
+from trainpilot.job.workload import profile_model
 
 
 @pytest.mark.parametrize("name", ["small_cnn", "wide_cnn", "large_dense", "rnn", "mlp"])

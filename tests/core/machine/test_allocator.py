@@ -21,7 +21,7 @@ FAULTS_PER_STEP = """
 import json, resource, torch
 from torch import nn
 from trainpilot.machine.allocator import keep_freed_memory
-from trainpilot.job.workload import build_model
+from trainpilot.job.models import build_model
 
 torch.manual_seed(0)
 model = build_model("wide_cnn", (1, 28, 28), 10)

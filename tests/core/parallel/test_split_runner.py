@@ -12,7 +12,7 @@ from trainpilot.errors import BackendUnavailable
 from trainpilot.parallel.split_runner import SplitRunner, WorkerModel
 from trainpilot.plans import Plan
 from trainpilot.run.trainer import Trainer
-from trainpilot.job.workload import ModelSpec, build_model
+from trainpilot.job.models import ModelSpec, build_model
 
 TWO_CPU = Plan.split([Plan("cpu", threads=1), Plan("cpu", threads=1)])
 

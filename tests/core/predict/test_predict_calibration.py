@@ -18,7 +18,8 @@ from trainpilot.predict.calibration import load_calibration
 from trainpilot.machine.contention import BusyLoad, ExternalCpuMeter
 from trainpilot.predict.features import COLUMNS
 from trainpilot.predict.fit import nnls, relative_nnls
-from trainpilot.job.workload import build_model, profile_model
+from trainpilot.job.models import build_model
+from trainpilot.job.workload import profile_model
 
 MULTI_CORE = probe(include_backends=False).logical_cpus >= 2
 

@@ -17,7 +17,8 @@ from trainpilot.plans import Plan, PlanPrediction
 from trainpilot.predict import DESCRIBED_MARK, CostModel
 from trainpilot.predict.confidence import confidence_from_margin
 from trainpilot.machine.target_profiles import load_target
-from trainpilot.job.workload import build_model, profile_model
+from trainpilot.job.models import build_model
+from trainpilot.job.workload import profile_model
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -10,7 +10,7 @@ from trainpilot.job.data import demo_dataset, validate
 from trainpilot.plans import Plan
 from trainpilot.job.prepare import seed_everything
 from trainpilot.run.trainer import Trainer
-from trainpilot.job.workload import build_model
+from trainpilot.job.models import build_model
 
 
 @pytest.fixture(scope="module")
