@@ -70,7 +70,7 @@ def test_conversion_is_quiet_and_import_is_timed(tmp_path: Path) -> None:
     script = (
         "from trainpilot.backends.ane.coreml_import import import_seconds, notes\n"
         "from trainpilot.backends.ane.convert import export_mlpackage\n"
-        "from trainpilot.job.workload import build_model\n"
+        "from trainpilot.job.models import build_model\n"
         f"export_mlpackage(build_model('mlp', (4,), 2), (4,), r'{tmp_path / 'm.mlpackage'}')\n"
         "import sys; sys.__stderr__.write(f'IMPORT {import_seconds():.3f} NOTES {len(notes())}')\n"
     )
