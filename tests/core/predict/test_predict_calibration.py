@@ -96,21 +96,32 @@ def test_calibrated_predictions_scale_with_the_work(calibrated) -> None:
     assert p.source == "roofline" and p.detail["per_epoch_s"] > 0 and 0 < p.detail["relative_error"] < 2
 
 
+def _contention(model: CostModel, profile, n: int) -> float:  # type: ignore[no-untyped-def]
+    """How much slower the all-threads plan is predicted next to n - 1 busy cores than idle."""
+    plan = Plan("cpu", threads=n)
+    return model.predict(profile, plan, load(n - 1.0, n)).predicted_s / model.predict(profile, plan, load(0.0, n)).predicted_s
+
+
 @pytest.mark.skipif(not MULTI_CORE, reason="needs at least 2 cores")
-def test_one_busy_core_favours_one_thread(calibrated) -> None:
+def test_one_busy_core_favours_one_thread(calibrated, tmp_path: Path) -> None:
     _home, model, _seen, _ = calibrated
-    if model.calibration.notes:  # measured while other processes held cores: idle was not idle
-        pytest.skip("calibration was disturbed by other processes: " + "; ".join(model.calibration.notes))
     n = model.logical_cpus
     profile = profile_model(build_model("large_dense", (1, 28, 28), 10), (1, 28, 28), 10, 2000, name="large_dense")
+    # Oversubscribed threads pay, as measured next to a real busy core (without a contention term
+    # the ratio would be 1.0). On a shared machine a noisy idle measurement can hide it, which the
+    # disturbance check does not always see (a fresh-clone CI run measured 1.20x once, and once
+    # chose the all-threads plan by 10 %): then the calibration is measured again, at most twice.
+    for attempt in range(3):
+        if model.calibration.notes:  # measured while other processes held cores: idle was not idle
+            pytest.skip("calibration was disturbed by other processes: " + "; ".join(model.calibration.notes))
+        if _contention(model, profile, n) > 1.3 or attempt == 2:
+            break
+        model = CostModel.open(tmp_path / f"again-{attempt}", hardware=probe())
+        model.calibrate(quick=True)
+    assert _contention(model, profile, n) > 1.15
     plans = [Plan("cpu", threads=1), Plan("cpu", threads=n)]
     busy = model.decide(profile, [model.predict(profile, p, load(n - 1.0, n)) for p in plans], load(n - 1.0, n), {})
     assert busy.plan.threads == 1 and busy.policy == "cost-model"
-    ratio = model.predict(profile, plans[1], load(n - 1.0, n)).predicted_s / model.predict(profile, plans[1], load(0.0, n)).predicted_s
-    # Oversubscribed threads pay, as measured next to a real busy core: 1.94-2.13x in four quick
-    # calibrations on the 2-core CI machine, but 1.20x once in a full suite (a noisy idle measurement
-    # the disturbance check did not see). Without a contention term it would be 1.0.
-    assert ratio > 1.15
 
 
 def test_corrupt_calibration_means_not_calibrated(tmp_path: Path) -> None:
