@@ -39,3 +39,9 @@ class TrainingDiverged(TrainPilotError):
 
 class InsufficientMemory(TrainPilotError):
     """The chosen plan needs more memory than its device (or this machine) has free."""
+
+
+def describe_exception(exc: BaseException) -> str:
+    """An exception as one line of an error message: its type and the first line of its text."""
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

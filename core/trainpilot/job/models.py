@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainpilot.errors import WorkloadError
+from trainpilot.errors import WorkloadError, describe_exception
 from trainpilot.job.model_names import DEFAULT_LAYERS, ZOO
 
 
@@ -226,7 +226,7 @@ def load_user_model(reference: str) -> nn.Module:
 
 
 def exception_line(exc: BaseException) -> str:
+    """What a user's file did wrong, in one line: a sys.exit() is named as such, not as SystemExit."""
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r})"
-    first = (str(exc).strip().splitlines() or [""])[0][:200]
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return describe_exception(exc)

@@ -14,10 +14,9 @@ from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from trainpilot import events as ev
-from trainpilot.errors import TrainingDiverged
+from trainpilot.errors import TrainingDiverged, describe_exception
 from trainpilot.run.plan_choice import plan_for
 from trainpilot.run.result import epoch_record, success_message
-from trainpilot.run.resume import describe_exception
 from trainpilot.run.state import Segment, Totals
 
 if TYPE_CHECKING:

@@ -92,14 +92,9 @@ def fallback_plan(cfg: SessionConfig, backend: Any, logical_cpus: int, predictio
 
 
 def override_availability(
-    backends: Any, profile: Any, backend: str, threads: int | None, mode: str | None
+    backend: str, target: Any, profile: Any, threads: int | None, mode: str | None
 ) -> Availability:
-    """Whether the run may move to `backend` (a CPU plan: `threads`, `mode`): refused at once when not."""
-    from trainpilot.backends import BACKEND_NAMES
-
-    if backend not in BACKEND_NAMES:
-        return Availability(False, f"unknown backend '{backend}'")
-    target = backends(backend)
+    """Whether the run may move to `backend` (resolved: `target`; a CPU plan: `threads`, `mode`)."""
     avail = target.availability()
     if avail and profile is not None:
         avail = target.supports(profile)

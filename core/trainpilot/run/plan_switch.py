@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from trainpilot import events as ev
+from trainpilot.errors import describe_exception
 from trainpilot.plans import Plan
 from trainpilot.run.forecast import switch_cost_s
 from trainpilot.run.plan_choice import fallback_plan
-from trainpilot.run.resume import describe_exception
 from trainpilot.run.state import Snapshot
 
 if TYPE_CHECKING:
@@ -79,5 +79,5 @@ class PlanSwitch:
             None,
             {"fallback": reason},
         )
-        cpu = fallback_plan(s.config, s._backends("cpu"), s.logical_cpus, s.predictions)
+        cpu = fallback_plan(s.config, s.backend_of("cpu"), s.logical_cpus, s.predictions)
         yield from self.switch(cpu, "fallback", f"{reason}; continuing on the CPU from {where}", None, load)

@@ -6,12 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainpilot.errors import CheckpointError, TrainPilotError
-
-
-def describe_exception(exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [""])[0][:200]
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+from trainpilot.errors import CheckpointError, TrainPilotError, describe_exception
 
 
 def shape_text(fingerprint: Any) -> str:

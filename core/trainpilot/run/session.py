@@ -59,7 +59,6 @@ class TrainingSession:
         self.finished: ev.RunFinished | None = None
         self.trainer: Any = None
         self.position: tuple[int, int, Totals] = (0, 0, Totals())
-        self.checkpoints.fingerprint = None
         self.energy_meter: Any = None  # energy.EnergyMeter, started when training starts
         self._ui_steady: float | None = None  # the caller's UI's steady load (expect_ui_load)
         self.progress_interval_s = STEP_EVENT_INTERVAL_S  # least time between StepProgressed events
@@ -104,9 +103,10 @@ class TrainingSession:
     def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability:
         """Ask to move the run to another backend (a CPU plan: `threads`, `mode="compiled"`) at the
         next step boundary. Refused at once (and as an `OverrideRefused` event) when it cannot run here."""
-        avail = override_availability(self._backends, self.profile, backend, threads, mode)
-        if backend in BACKEND_NAMES:
-            self.steering.override((backend, threads, mode, avail))
+        if backend not in BACKEND_NAMES:
+            return Availability(False, f"unknown backend '{backend}'")
+        avail = override_availability(backend, self._backends(backend), self.profile, threads, mode)
+        self.steering.override((backend, threads, mode, avail))
         return avail
 
     def pause(self) -> None:
