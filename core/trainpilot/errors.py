@@ -25,6 +25,10 @@ class ConfigError(TrainPilotError):
     pass
 
 
+class JobError(TrainPilotError):
+    """The user's own job (model, data, loss or step, optimizer) cannot train as given."""
+
+
 class CheckpointError(TrainPilotError):
     pass
 

@@ -72,9 +72,17 @@ class Dataset:
     def __len__(self) -> int:
         return int(self.X.shape[0])
 
+    in_memory = True  # batches are one fancy index: no DataLoader workers (job/batches.py)
+
     @property
     def nbytes(self) -> int:
         return int(self.X.nbytes + self.y.nbytes)
+
+    def batch(self, idx: np.ndarray) -> tuple[Any, Any]:
+        """Samples `idx` as the zoo trains them: float32 inputs, int64 class indices."""
+        import torch
+
+        return torch.as_tensor(np.asarray(self.X[idx]), dtype=torch.float32), torch.as_tensor(self.y[idx])
 
     def split(self, val_fraction: float = 0.1, seed: int = 0) -> tuple[Dataset, Dataset]:
         """A held-out validation split, deterministic for a seed. Index arrays, so memory maps stay lazy."""

@@ -1,14 +1,22 @@
 """The one prepare step every consumer of a job shares: resolve the data, hold out the validation
-split, build the model and profile it on one real batch — as a run will train it."""
+split, build the model and profile it on one real batch — as a run will train it — and measure
+what loading a batch costs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, replace
 from typing import Any
 
-from trainpilot.job.data import Dataset, resolve_dataset
-from trainpilot.job.models import ModelSpec, build_model
-from trainpilot.job.workload import WorkloadProfile, profile_model
+import numpy as np
+
+from trainpilot.errors import JobError, describe_exception
+from trainpilot.job.batches import measure_loading, resolve_data
+from trainpilot.job.objective import Objective, describe_batch, resolve_objective
+from trainpilot.job.spec import Job, zoo_job
+from trainpilot.job.workload import WorkloadProfile
+
+PROFILE_SAMPLES = 2  # the profile's real batch: enough for BatchNorm, cheap for any model
 
 
 def seed_everything(seed: int) -> None:
@@ -21,23 +29,161 @@ def seed_everything(seed: int) -> None:
 
 @dataclass(frozen=True)
 class PreparedJob:
-    spec: ModelSpec
-    dataset: Dataset
-    train_set: Dataset
-    val_set: Dataset
+    job: Job
+    dataset: Any  # all of `data` (a data.Dataset, TensorPairs or MapData)
+    train_set: Any
+    val_set: Any
     profile: WorkloadProfile  # counts the training split only: what the run's steps go through
+    objective: Objective
     seed: int
+    batch_size: int
+    shuffle: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.profile.model
+
+    @property
+    def spec(self) -> Any:
+        """The zoo's ModelSpec (None for a user's job)."""
+        return self.job.zoo
+
+    @property
+    def source(self) -> str:
+        return str(getattr(self.dataset, "source", "data"))
 
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must match to be resumed on this data."""
-        data = self.dataset
-        return {"samples": len(data), "sample_shape": list(data.sample_shape), "num_classes": data.num_classes}
+        shape = getattr(self.dataset, "sample_shape", None)
+        return {
+            "samples": len(self.dataset),
+            "sample_shape": list(shape if shape is not None else self.profile.input_shape),
+            "num_classes": int(getattr(self.dataset, "num_classes", 0) or self.profile.num_classes),
+        }
 
     def fresh_model(self) -> Any:
-        """The model as the run starts it: built right after seeding, so every run of the same
-        seed starts from the same weights (profiling consumed random numbers of its own)."""
+        """The model as the run starts it. A zoo model or a factory's is built right after seeding,
+        so every run of the same seed starts from the same weights; a module given as such is the
+        user's own object, trained in place."""
+        from torch import nn
+
         seed_everything(self.seed)
-        return build_model(self.spec, self.dataset.sample_shape, self.dataset.num_classes)
+        if isinstance(self.job.model, nn.Module):
+            return self.job.model
+        return build_from(self.job)
+
+
+def build_from(job: Job) -> Any:
+    from torch import nn
+
+    if job.zoo is not None:
+        return job.model()
+    try:
+        model = job.model()
+    except JobError:
+        raise
+    except Exception as exc:
+        raise JobError(f"{job.title}: the model factory failed: {describe_exception(exc)}") from exc
+    if not isinstance(model, nn.Module):
+        raise JobError(f"{job.title}: the model factory returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def prepare(job: Job, *, epochs: int, val_fraction: float = 0.1, seed: int = 0) -> PreparedJob:
+    """Resolve, split and profile `job` for a run of `epochs` epochs."""
+    from torch import nn
+
+    data, taken = resolve_data(job.data, collate_fn=job.collate_fn)
+    batch_size = int(taken.get("batch_size", job.batch_size))
+    if len(data) == 0:
+        raise JobError(f"{job.title}: the data set is empty")
+    if job.val_data is not None:
+        train_set, _ = data, None
+        val_set, _ = resolve_data(job.val_data, collate_fn=job.collate_fn, what="val_data")
+    else:
+        train_set, val_set = data.split(val_fraction, seed)
+    if len(train_set) == 0:
+        raise JobError(f"{job.title}: no samples are left to train on after holding out the validation split")
+    seed_everything(seed)
+    if job.zoo is not None:
+        profile = _zoo_profile(job, data, train_set, batch_size, epochs)
+        objective = resolve_objective(job, train_set.batch(np.arange(min(2, len(train_set)))))
+    else:
+        try:
+            batch = train_set.batch(np.arange(min(PROFILE_SAMPLES, len(train_set))))
+        except Exception as exc:
+            raise JobError(f"{job.title}: loading the first samples failed: {describe_exception(exc)}") from exc
+        objective = resolve_objective(job, batch)
+        model = job.model if isinstance(job.model, nn.Module) else build_from(job)
+        # a copy: the profile's pass moves BatchNorm statistics, which the user's model must not see
+        probe = copy.deepcopy(model) if model is job.model else model
+        from trainpilot.job.profile_job import profile_job
+
+        profile = profile_job(
+            probe, batch, objective, name=job.title, dataset_size=len(train_set), batch_size=batch_size, epochs=epochs
+        )
+        _check_val(job, val_set, objective, batch)
+        profile = replace(profile, extra={**profile.extra, "job_form": "step" if job.step is not None else "loss"})
+    profile = replace(profile, **_loading(job, train_set, batch_size))
+    return PreparedJob(job, data, train_set, val_set, profile, objective, seed, batch_size, taken.get("shuffle", True))
+
+
+def _zoo_profile(job: Job, data: Any, train_set: Any, batch_size: int, epochs: int) -> WorkloadProfile:
+    from trainpilot.job.models import build_model
+    from trainpilot.job.workload import profile_model
+
+    module = build_model(job.zoo, data.sample_shape, data.num_classes)
+    return profile_model(
+        module,
+        data.sample_shape,
+        data.num_classes,
+        len(train_set),
+        name=job.zoo.name,
+        batch_size=batch_size,
+        epochs=epochs,
+    )
+
+
+def _check_val(job: Job, val_set: Any, objective: Objective, train_batch: Any) -> None:
+    """Validation batches must have the training batches' structure (a val set of another form fails
+    at the end of the first epoch otherwise, after the user waited for it)."""
+    if len(val_set) == 0:
+        return
+    try:
+        val_batch = val_set.batch(np.arange(min(PROFILE_SAMPLES, len(val_set))))
+    except Exception as exc:
+        raise JobError(f"{job.title}: loading the first validation samples failed: {describe_exception(exc)}") from exc
+    if describe_batch(_shape_free(val_batch)) != describe_batch(_shape_free(train_batch)):
+        raise JobError(
+            f"{job.title}: validation batches {describe_batch(val_batch)} do not look like training batches"
+            f" {describe_batch(train_batch)}"
+        )
+
+
+def _shape_free(batch: Any) -> Any:
+    """A batch's structure and dtypes without its sizes (validation may differ in length, not kind)."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return torch.empty(0, dtype=batch.dtype)
+    if isinstance(batch, dict):
+        return {k: _shape_free(v) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_shape_free(v) for v in batch) if not hasattr(batch, "_fields") else tuple(batch)
+    return batch
+
+
+def _loading(job: Job, train_set: Any, batch_size: int) -> dict[str, Any]:
+    """The profile's data-pipeline fields: the loading cost and who may load."""
+    load_s = measure_loading(train_set, batch_size)
+    if job.workers is not None:
+        return {"load_s_per_batch": load_s, "loader": "pinned", "pinned_workers": job.workers}
+    if getattr(train_set, "in_memory", True):
+        return {"load_s_per_batch": load_s, "loader": "memory"}
+    reason = train_set.workers_unavailable()
+    if reason:
+        return {"load_s_per_batch": load_s, "loader": "in-process", "loader_note": reason}
+    return {"load_s_per_batch": load_s, "loader": "workers"}
 
 
 def prepare_job(
@@ -49,19 +195,11 @@ def prepare_job(
     val_fraction: float = 0.1,
     seed: int = 0,
 ) -> PreparedJob:
-    """`dataset`: a path, None or "demo" for the bundled set, or a loaded `data.Dataset`."""
+    """A zoo model (or `path.py:Class`) on `dataset`: a path, None or "demo" for the bundled set, or
+    a loaded `data.Dataset`."""
+    from trainpilot.job.data import Dataset, resolve_dataset
+    from trainpilot.job.models import ModelSpec
+
     spec = ModelSpec.from_config(model)
     data = dataset if isinstance(dataset, Dataset) else resolve_dataset(dataset)
-    train_set, val_set = data.split(val_fraction, seed)
-    seed_everything(seed)
-    module = build_model(spec, data.sample_shape, data.num_classes)
-    profile = profile_model(
-        module,
-        data.sample_shape,
-        data.num_classes,
-        len(train_set),
-        name=spec.name,
-        batch_size=batch_size,
-        epochs=epochs,
-    )
-    return PreparedJob(spec, data, train_set, val_set, profile, seed)
+    return prepare(zoo_job(spec, data, batch_size=batch_size), epochs=epochs, val_fraction=val_fraction, seed=seed)

@@ -40,6 +40,14 @@ class WorkloadProfile:
     batch_size: int = 64
     epochs: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    # The data pipeline (job/batches.py): seconds to load one batch in the training process (0 for
+    # in-memory tensors: the calibrated step holds their indexing), and who may load it: "memory"
+    # (no workers), "workers" (DataLoader workers can), "in-process" (they cannot: see
+    # `loader_note`), or "pinned" (the job fixed `pinned_workers`).
+    load_s_per_batch: float = 0.0
+    loader: str = "memory"
+    pinned_workers: int | None = None
+    loader_note: str = ""
 
     @property
     def steps_per_epoch(self) -> int:

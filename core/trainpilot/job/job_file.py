@@ -1,0 +1,74 @@
+"""`--job train.py:make_job`: import the user's file and call the function, which returns a Job.
+
+This runs the user's file as Python code with the user's rights, exactly like `python train.py`.
+What goes wrong in it is one JobError naming the file and the line where it happened.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+
+from trainpilot.errors import JobError
+from trainpilot.job.models import exception_line
+from trainpilot.job.spec import Job
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """`train.py, line 12` for the deepest frame of the user's file in the traceback."""
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        try:
+            if Path(frame.filename).resolve() == path.resolve():
+                line = frame.lineno
+        except OSError:
+            continue
+    return f"line {line}" if line else "at import"
+
+
+def load_job(reference: str) -> Job:
+    """The Job that `path.py:function` returns."""
+    file_part, sep, name = str(reference).rpartition(":")
+    if not sep or not file_part:
+        raise JobError(f"'{reference}' is not a job reference: write path/to/file.py:make_job")
+    path = Path(file_part).expanduser()
+    if not path.is_file():
+        raise JobError("job file not found", path)
+    if not name.isidentifier():
+        raise JobError(f"'{name}' is not a function name (expected path.py:make_job)", path)
+    module_name = f"trainpilot_user_job_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise JobError("cannot be imported as a Python module", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    # the file's own folder is importable from it, as `python train.py` would make it
+    folder = str(path.resolve().parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        try:
+            spec.loader.exec_module(module)
+        except (Exception, SystemExit) as exc:
+            sys.modules.pop(module_name, None)
+            raise JobError(f"importing it failed ({_where(exc, path)}): {exception_line(exc)}", path) from exc
+        make = getattr(module, name, None)
+        if make is None:
+            raise JobError(f"defines no '{name}'", path)
+        if not callable(make):
+            raise JobError(f"'{name}' is not a function", path)
+        try:
+            job = make()
+        except JobError as exc:
+            raise JobError(exc.problem, path) from exc
+        except (Exception, SystemExit) as exc:
+            raise JobError(f"{name}() failed ({_where(exc, path)}): {exception_line(exc)}", path) from exc
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+    if not isinstance(job, Job):
+        raise JobError(f"{name}() returned {type(job).__name__}, not a trainpilot.Job", path)
+    return job
