@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 COMPILED = "compiled"  # Plan.mode of a CPU plan that trains through torch.compile (backends/compiled.py)
@@ -31,6 +31,9 @@ class Plan:
     threads: int | None = None  # CPU intra-op threads; None for accelerators (host threads left as is)
     device: str | None = None  # torch device string for accelerators, e.g. "cuda:0"
     mode: str | None = None  # backend-specific mode, e.g. the ANE's "frozen-backbone"
+    # DataLoader worker processes that load batches beside the training (None: the training
+    # process loads them itself). A plan setting only for a job whose data is a Dataset.
+    loader_workers: int | None = None
 
     @property
     def is_eager_cpu(self) -> bool:
@@ -43,7 +46,14 @@ class Plan:
 
     def as_eager(self) -> Plan:
         """The same CPU plan without torch.compile: what a compiled plan's steps start from."""
-        return Plan("cpu", threads=self.threads)
+        return Plan("cpu", threads=self.threads, loader_workers=self.loader_workers)
+
+    def computing(self) -> Plan:
+        """The plan without its data-loading setting: what the calibrated step measures."""
+        return replace(self, loader_workers=None) if self.loader_workers is not None else self
+
+    def with_loader(self, workers: int | None) -> Plan:
+        return replace(self, loader_workers=workers)
 
     @property
     def workers(self) -> tuple[Plan, ...]:
@@ -67,6 +77,8 @@ class Plan:
             parts.append(self.device)
         if self.mode:
             parts.append(self.mode)
+        if self.loader_workers:
+            parts.append(f"{self.loader_workers} loader worker" + ("s" if self.loader_workers != 1 else ""))
         return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,6 +91,7 @@ class Plan:
             threads=data.get("threads"),
             device=data.get("device"),
             mode=data.get("mode"),
+            loader_workers=data.get("loader_workers"),
         )
 
 

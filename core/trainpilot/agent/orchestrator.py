@@ -133,7 +133,9 @@ class Agent:
             from trainpilot.parallel.split_backend import split_candidates
 
             out.extend(split_candidates(self.backends, self.hardware.logical_cpus, profile, self.hardware.backends))
-        return out
+        from trainpilot.agent.loader_plans import with_loader_workers
+
+        return with_loader_workers(out, profile, self.hardware.logical_cpus)
 
     def plan(
         self, profile: WorkloadProfile, load: UtilizationSample, hardware_state: dict[str, Any] | None = None
@@ -145,6 +147,11 @@ class Agent:
         predictions: list[PlanPrediction] = []
         explain = getattr(self.predictor, "explain", lambda p: p.source)
         power = self.power()
+        from trainpilot.agent.loader_plans import loader_line
+
+        loading = loader_line(profile)
+        if loading:
+            self._step("think", loading, data={"load_s_per_batch": getattr(profile, "load_s_per_batch", 0.0)})
         for plan, avail in self.candidate_plans(profile):
             if plan.backend == "ane" and avail and not state.get("ane_available", True):
                 avail = Availability(False, "the observed hardware state says the ANE is unavailable")
@@ -173,7 +180,8 @@ class Agent:
                     self._step(
                         "think",
                         f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)};"
-                        f" {prediction.detail.get('energy_source')})",
+                        f" {prediction.detail.get('energy_source')})"
+                        + (f"; {prediction.detail['loading']}" if prediction.detail.get("loading") else ""),
                         data={
                             "plan": plan.to_dict(),
                             "predicted_s": prediction.predicted_s,

@@ -74,15 +74,26 @@ def plan_job(
     auto_calibrate: bool = True,
     progress: Progress | None = None,
     objective: str = "time",
+    job: Any = None,
 ) -> dict[str, Any]:
     """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}.
-    `objective`: time | energy | edp, what the choice minimises (energy/objective.py)."""
+    `objective`: time | energy | edp, what the choice minimises (energy/objective.py). `job`: the
+    user's own trainpilot.Job (or `file.py:make_job`), planned instead of `model` on `dataset`."""
     from trainpilot.energy import PlanPower, annotate, check_objective, choose, figures_text
     from trainpilot.machine.monitor import measure_load
 
     check_objective(objective)
 
-    profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
+    if job is not None:
+        from trainpilot.job.prepare import prepare
+
+        if isinstance(job, str):
+            from trainpilot.job.job_file import load_job
+
+            job = load_job(job)
+        profile = prepare(job, epochs=epochs).profile
+    else:
+        profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
     calibrated_now = False
     if hardware_file is not None:
         from trainpilot.machine.target_profiles import resolve_target

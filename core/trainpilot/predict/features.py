@@ -36,6 +36,7 @@ class WorkFeatures:
     samples: int  # training samples per epoch
     steps: int  # optimizer steps per epoch
     epochs: int
+    load_s_per_batch: float = 0.0  # loading one batch in the training process (data_pipeline.py)
 
     @property
     def dominant_kind(self) -> str:
@@ -132,6 +133,7 @@ def features_of(profile: Any, epochs: int | None = None) -> WorkFeatures:
         samples=samples,
         steps=max(1, math.ceil(samples / batch)),
         epochs=max(int(epochs if epochs is not None else (_get(profile, "epochs", 1) or 1)), 1),
+        load_s_per_batch=float(_get(profile, "load_s_per_batch", 0.0) or 0.0),
     )
 
 

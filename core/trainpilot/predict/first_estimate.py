@@ -113,6 +113,14 @@ class FirstEstimate:
         step_s = profile.flops_per_sample * profile.batch_size / flops + STEP_OVERHEAD_S
         penalty = load_penalty(threads, load, self.logical_cpus)
         epoch_s = profile.steps_per_epoch * step_s * penalty
+        loading = ""
+        load_s = float(getattr(profile, "load_s_per_batch", 0.0) or 0.0)
+        if load_s > 0 or plan.loader_workers:
+            from trainpilot.predict.data_pipeline import pipeline
+
+            flow = pipeline(lambda _busy: step_s * penalty, load_s, plan, 0.0, self.logical_cpus)
+            epoch_s = profile.steps_per_epoch * flow.step_s + flow.per_epoch_extra_s
+            loading = flow.describe(plan)
         return PlanPrediction(
             plan,
             epoch_s * profile.epochs,
@@ -123,6 +131,7 @@ class FirstEstimate:
                 "load_penalty": penalty,
                 "relative_error": 0.5,
                 "interval": first_estimate_interval(epoch_s * profile.epochs),
+                **({"loading": loading} if loading else {}),
             },
         )
 

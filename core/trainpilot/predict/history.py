@@ -73,6 +73,7 @@ ADDED_COLUMNS = {
     "checkpoint_epoch": "INTEGER",  # epochs covered by its last checkpoint
     "learn": "INTEGER NOT NULL DEFAULT 1",  # 0: a finished run the cost model must not learn from
     "ui_cores": "REAL",  # of busy_cores, what this process's own UI used (contention.ExternalCpuMeter)
+    "loader_workers": "INTEGER",  # the plan's DataLoader workers (NULL: batches loaded in the training process)
 }
 
 
@@ -287,6 +288,7 @@ class History:
         "energy_j",
         "energy_source",
         "ui_cores",
+        "loader_workers",
     )
 
     @staticmethod
@@ -316,6 +318,7 @@ class History:
             record.energy_j,
             record.energy_source,
             record.ui_cores,
+            record.plan.loader_workers,
         )
 
     def _write(self, sql: str, values: tuple[Any, ...], conn: sqlite3.Connection | None = None) -> int:
@@ -448,7 +451,13 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
         machine_id=row["machine_id"],
         footprint=row["footprint"],
         profile=profile,
-        plan=Plan(row["backend"], threads=row["threads"], device=row["device"], mode=row["mode"]),
+        plan=Plan(
+            row["backend"],
+            threads=row["threads"],
+            device=row["device"],
+            mode=row["mode"],
+            loader_workers=row["loader_workers"] if "loader_workers" in row.keys() else None,
+        ),
         busy_cores=row["busy_cores"],
         cpu_percent=row["cpu_percent"],
         predicted_s=row["predicted_s"],

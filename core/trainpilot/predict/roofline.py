@@ -39,7 +39,38 @@ def _terms(row: list[float], rates: StateRates) -> dict[str, float]:
 def estimate(
     features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration
 ) -> RooflineEstimate | None:
-    """Whole-run seconds for `plan`, or None when calibration has nothing for its backend."""
+    """Whole-run seconds for `plan`, or None when calibration has nothing for its backend. A job
+    that loads its batches (a Dataset) pays for it as data_pipeline.py says."""
+    compute = _compute_estimate(features, plan.computing(), busy_cores, calibration)
+    if compute is None or (features.load_s_per_batch <= 0 and not plan.loader_workers):
+        return compute
+    return with_loading(features, plan, busy_cores, calibration, compute)
+
+
+def with_loading(
+    features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration, compute: RooflineEstimate
+) -> RooflineEstimate:
+    from dataclasses import replace
+
+    from trainpilot.predict.data_pipeline import pipeline
+
+    def compute_step(busy: float) -> float:
+        found = _compute_estimate(features, plan.computing(), busy, calibration) if busy != busy_cores else compute
+        return (found or compute).per_epoch_s / features.steps
+
+    flow = pipeline(compute_step, features.load_s_per_batch, plan, busy_cores, calibration.logical_cpus)
+    epoch_s = features.steps * flow.step_s + flow.per_epoch_extra_s
+    run_s = compute.run_s - features.epochs * compute.per_epoch_s + features.epochs * epoch_s
+    breakdown = dict(compute.breakdown)
+    breakdown["loading"] = features.epochs * (epoch_s - compute.per_epoch_s)
+    return replace(
+        compute, run_s=run_s, per_epoch_s=epoch_s, step_s=flow.step_s, breakdown=breakdown, note=flow.describe(plan)
+    )
+
+
+def _compute_estimate(
+    features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration
+) -> RooflineEstimate | None:
     if plan.is_compiled:
         return _compiled_estimate(features, plan, busy_cores, calibration)
     if plan.workers:  # several workers share each batch (predict/split_cost.py)
@@ -78,7 +109,7 @@ def _compiled_estimate(
     """A torch.compile plan: the eager plan's steps made compiled steps, plus the compile itself
     (compile_cost.py) in place of the eager first-step warm-up. None until compiling was measured."""
     cc = calibration.compile
-    eager = estimate(features, plan.as_eager(), busy_cores, calibration) if cc is not None else None
+    eager = _compute_estimate(features, plan.as_eager(), busy_cores, calibration) if cc is not None else None
     if cc is None or eager is None:
         return None
     step_s = cc.step_s(features, eager.step_s)

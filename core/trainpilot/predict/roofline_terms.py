@@ -27,6 +27,7 @@ class RooflineEstimate:
     busy_weight: float  # 0 = idle rates, 1 = "one core busy" rates
     extra_factor: float  # further slow-down for more busy cores than calibration measured
     fit_error: float
+    note: str = ""  # how the data pipeline shares the step, when the job loads its batches
 
 
 def smooth_step(x: float, lo: float, hi: float) -> float:

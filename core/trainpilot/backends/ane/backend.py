@@ -176,6 +176,11 @@ class AneBackend(Backend):
     def mode_support(self, profile: WorkloadProfile) -> dict[str, Availability]:
         """Per mode, whether this workload fits, judged from its profile alone (no model needed).
         `check_model` gives the exact answer once the module exists."""
+        if (profile.extra or {}).get("job_form", "zoo") != "zoo":
+            why = Availability(
+                False, "the Core ML paths train the zoo's classifiers on in-memory arrays, not a job's own"
+            )
+            return {mode: why for mode in MODES}
         kinds = {k for k, v in profile.layer_kinds.items() if v}
         frozen: Availability
         if profile.has_rnn:

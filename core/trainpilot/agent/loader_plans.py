@@ -1,0 +1,51 @@
+"""DataLoader workers as part of a plan: for a job whose data is a Dataset, every single-device plan
+comes in one variant per worker count (none, 1, 2, 4, ... up to the cores), so the agent trades
+loading processes against compute threads on the same cores by predicting each pair."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainpilot.plans import Availability, Plan
+
+
+def worker_counts(logical_cpus: int) -> list[int]:
+    """0 (the training process loads), then 1, 2, 4, ... up to the core count."""
+    counts, n = [0], 1
+    while n < logical_cpus:
+        counts.append(n)
+        n *= 2
+    counts.append(max(logical_cpus, 1))
+    return sorted(set(counts))
+
+
+def with_loader_workers(
+    candidates: list[tuple[Plan, Availability]], profile: Any, logical_cpus: int
+) -> list[tuple[Plan, Availability]]:
+    loader = getattr(profile, "loader", "memory")
+    if loader == "pinned":
+        pinned = int(getattr(profile, "pinned_workers", 0) or 0)
+        return [(p.with_loader(pinned or None) if not p.workers else p, a) for p, a in candidates]
+    if loader != "workers":
+        return candidates
+    out: list[tuple[Plan, Availability]] = []
+    for plan, avail in candidates:
+        if plan.workers or not avail:  # a split, or a plan that cannot run anyway: once
+            out.append((plan, avail))
+            continue
+        out.extend((plan.with_loader(w or None), avail) for w in worker_counts(logical_cpus))
+    return out
+
+
+def loader_line(profile: Any) -> str | None:
+    """What the trace says about loading before the plans, or None when the data is in memory."""
+    load_s = float(getattr(profile, "load_s_per_batch", 0.0) or 0.0)
+    loader = getattr(profile, "loader", "memory")
+    if loader == "memory":
+        return None
+    cost = f"loading a batch costs {load_s * 1e3:.1f} ms in one process"
+    if loader == "pinned":
+        return f"{cost}; the job pins {getattr(profile, 'pinned_workers', 0)} DataLoader worker(s)"
+    if loader == "in-process":
+        return f"{cost}; it stays in the training process (0 workers): {getattr(profile, 'loader_note', '')}"
+    return f"{cost}; each plan is weighed with every DataLoader worker count beside its threads"

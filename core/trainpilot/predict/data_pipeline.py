@@ -1,0 +1,72 @@
+"""The data pipeline's share of a step: loading a batch (items fetched, transformed, collated)
+beside computing it.
+
+    no workers:  step = compute + load                     (the training process does both)
+    w workers:   step = max(compute', load / w) + handoff  (they overlap)
+
+`compute'` is the compute step predicted with the workers' own CPU time counted as load on the
+machine — w processes busy load/step of the time each — through the same calibrated contention
+model that predicts a busy core's effect (roofline_terms.load_weights). So one thread and one
+worker on two cores is a plan whose compute runs undisturbed while loading is hidden, and two
+threads with one worker pay the OpenMP penalty of sharing a core. `handoff` is the batch's trip
+from the worker to the training process; the workers start once per epoch and the first batch
+of each epoch is loaded before anything overlaps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trainpilot.plans import Plan
+
+WORKER_START_S = 0.02  # forking one DataLoader worker (per epoch: the loaders are not persistent)
+HANDOFF_S = 2e-4  # one batch through the workers' queue (pickled, to shared memory, unpickled)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    step_s: float  # a steady step, loading included
+    compute_s: float  # its compute part, under the workers' load
+    load_s: float  # one batch loaded by one process
+    workers: int
+    per_epoch_extra_s: float  # workers starting, the epoch's first batch
+    worker_cores: float  # cores the workers keep busy
+
+    @property
+    def stalls(self) -> bool:
+        """Whether the training loop waits for batches (loading, not compute, sets the pace)."""
+        return self.workers == 0 or self.load_s / self.workers > self.compute_s
+
+    def describe(self, plan: Plan) -> str:
+        ms = self.load_s * 1e3
+        if self.workers == 0:
+            return (
+                f"loading {ms:.1f} ms a batch in the training process adds to each {self.compute_s * 1e3:.1f} ms step"
+            )
+        who = f"{self.workers} worker" + ("s" if self.workers != 1 else "")
+        if self.stalls:
+            return (
+                f"{who}: loading {ms:.1f} ms a batch would stall the {self.compute_s * 1e3:.1f} ms step"
+                f" ({self.load_s / self.workers * 1e3:.1f} ms a batch with {self.workers})"
+            )
+        return f"{who} hide loading {ms:.1f} ms a batch behind the {self.compute_s * 1e3:.1f} ms step"
+
+
+def pipeline(
+    compute_step: Callable[[float], float], load_s: float, plan: Plan, busy_cores: float, logical_cpus: int
+) -> Pipeline:
+    """The steady step of `plan` with loading; `compute_step(busy_cores)` is its compute step under
+    that much other load."""
+    workers = int(plan.loader_workers or 0)
+    if workers == 0:
+        compute = compute_step(busy_cores)
+        return Pipeline(compute + load_s, compute, load_s, 0, 0.0, 0.0)
+    compute = compute_step(busy_cores)
+    cores = 0.0
+    for _ in range(3):  # the workers' load slows compute, which lowers their duty: a fixed point
+        step = max(compute, load_s / workers)
+        cores = min(float(workers), load_s / max(step, 1e-9))
+        compute = compute_step(min(busy_cores + cores, float(logical_cpus)))
+    step = max(compute, load_s / workers) + HANDOFF_S
+    return Pipeline(step, compute, load_s, workers, workers * WORKER_START_S + load_s, cores)
