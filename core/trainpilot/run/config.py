@@ -30,6 +30,7 @@ class SessionConfig:
     record_history: bool = True
     freeze: int | None = None  # ANE frozen-backbone: how many leading layers run in Core ML
     objective: str = "time"  # what the agent minimises: time | energy | edp (energy/objective.py)
+    job: str | None = None  # `file.py:make_job`: the user's own Job instead of `model` on `dataset`
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -102,7 +102,14 @@ class RankStrategy(RunStrategy):
         return ddp_world_size(plan) is None
 
     def make_trainer(
-        self, model: Any, train_set: Any, val_set: Any, config: SessionConfig, backends: Any, steering: Steering
+        self,
+        model: Any,
+        train_set: Any,
+        val_set: Any,
+        config: SessionConfig,
+        backends: Any,
+        steering: Steering,
+        prepared: Any = None,
     ) -> Any:
         from trainpilot.run.distributed_trainer import DistributedTrainer
 

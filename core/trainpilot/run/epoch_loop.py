@@ -108,9 +108,8 @@ class EpochLoop:
                     s.run_id, epoch + 1, result.step, steps_per_epoch, result.loss, now - epoch_start, eta, low, high
                 )
         trainer.synchronize()
-        yield from self.close_epoch(
-            epoch, segments, totals.loss_sum / max(totals.seen, 1), totals.correct / max(totals.seen, 1)
-        )
+        metric = totals.correct / max(totals.seen, 1) if getattr(trainer, "has_metric", True) else None
+        yield from self.close_epoch(epoch, segments, totals.loss_sum / max(totals.seen, 1), metric)
         return False
 
     def close_epoch(
@@ -126,6 +125,8 @@ class EpochLoop:
             else None
         )
         val_acc = s.rt.val_accuracy = s.trainer.evaluate()
+        if hasattr(s.trainer, "end_epoch"):
+            s.trainer.end_epoch()  # the job's LR scheduler, before the checkpoint keeps its state
         predicted = s.forecast.segments_predicted(segments, s.trainer.steps_per_epoch, self.load)
         record = epoch_record(
             epoch=epoch + 1,
@@ -138,6 +139,7 @@ class EpochLoop:
             plan=s.plan,
             energy=energy,
         )
+        record["val_loss"] = getattr(s.trainer, "last_val_loss", None)
         s.strategy.epoch_record(record)
         yield from s.checkpoints.checkpoint(epoch + 1, 0, "epoch", Totals(), record)
         s.rt.train_seconds += record["actual_s"]

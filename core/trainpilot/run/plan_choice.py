@@ -4,7 +4,7 @@ plan an override or a fallback moves to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trainpilot.plans import COMPILED, Availability, Plan, PlanPrediction
@@ -21,8 +21,20 @@ class PlanChoice:
 
 def act_plan(decision: Any, cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
     if cfg.backend != "auto" or cfg.threads or cfg.compile:
-        return forced_plan(cfg, agent, profile, backends)
+        choice = forced_plan(cfg, agent, profile, backends)
+        return replace(choice, plan=with_loader(choice.plan, profile, decision.plan.loader_workers))
     return PlanChoice(decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision")
+
+
+def with_loader(plan: Plan, profile: Any, chosen: int | None) -> Plan:
+    """A plan the options forced, with the DataLoader workers the job pins or, where the agent
+    chooses them, the count it chose: forcing threads or a device leaves the loading to it."""
+    loader = getattr(profile, "loader", "memory")
+    if plan.workers or loader == "memory" or loader == "in-process":
+        return plan
+    if loader == "pinned":
+        return plan.with_loader(int(getattr(profile, "pinned_workers", 0) or 0) or None)
+    return plan.with_loader(chosen)
 
 
 def forced_plan(cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
@@ -74,11 +86,16 @@ def plan_for(
     plans = backend.plans(logical_cpus)
     if backend.name != "cpu":
         return plans[0]
-    if threads:
-        return Plan("cpu", threads=threads, mode=mode)
     timed = [
-        p for p in predictions.values() if p.plan.backend == "cpu" and p.plan.mode == mode and p.predicted_s is not None
+        p
+        for p in predictions.values()
+        if p.plan.backend == "cpu"
+        and p.plan.mode == mode
+        and p.predicted_s is not None
+        and (not threads or p.plan.threads == threads)
     ]
+    if threads and not timed:
+        return Plan("cpu", threads=threads, mode=mode)
     if timed:
         return min(timed, key=lambda p: p.predicted_s).plan  # type: ignore[arg-type, return-value]
     return max((p for p in plans if p.mode == mode), key=lambda p: p.threads or 0)

@@ -54,6 +54,7 @@ def run_result(
         "loss": last.get("loss"),
         "accuracy": last.get("accuracy"),
         "val_accuracy": last.get("val_accuracy"),
+        "val_loss": last.get("val_loss"),
         "message": message,
         "fallback_reason": rt.fallback_reason,
         "plan_changes": rt.plan_changes,
@@ -64,6 +65,7 @@ def run_result(
                 "energy_j": e.get("energy_j"),
                 "predicted_low_s": e.get("predicted_low_s"),
                 "predicted_high_s": e.get("predicted_high_s"),
+                "val_loss": e.get("val_loss"),
             }
             for e in epochs
         ],
@@ -74,6 +76,8 @@ def run_result(
 
 def success_message(config: SessionConfig, plan: Plan, rt: Runtime) -> str:
     acc = f", validation accuracy {rt.val_accuracy:.1%}" if rt.val_accuracy is not None else ""
+    if rt.val_accuracy is None and rt.epoch_records and rt.epoch_records[-1].get("val_loss") is not None:
+        acc = f", validation loss {rt.epoch_records[-1]['val_loss']:.4g}"
     pred = f" (predicted {fmt_s(rt.predicted_total_s)})" if rt.predicted_total_s else ""
     energy = run_energy(rt.epoch_records)
     used = f", {energy.text}" if energy.joules is not None else ""

@@ -40,13 +40,20 @@ STEP_EVENT_INTERVAL_S = 0.05  # at most ~20 StepProgressed events a second: enou
 
 class TrainingSession:
     def __init__(
-        self, config: SessionConfig, orchestrator: Any = None, dataset: Any = None, strategy: RunStrategy | None = None
+        self,
+        config: SessionConfig,
+        orchestrator: Any = None,
+        dataset: Any = None,
+        strategy: RunStrategy | None = None,
+        job: Any = None,
     ):
         self.strategy = strategy or RunStrategy()
         self.config = self.strategy.configure(with_default_epochs(config))
         self.run_id = self.strategy.agree_run_id(self.config.run_id or new_run_id())
         self._orchestrator = orchestrator
         self._dataset = dataset  # a preloaded data.Dataset (the seed API passes arrays)
+        self._job = job  # the user's own trainpilot.Job (else config.job names one, or the zoo's)
+        self.prepared: Any = None  # the job as prepared for this run (job/prepare.py)
         self.steering = Steering()
         self.forecast = RunForecast()
         self.forecast.predicts = self.strategy.predicts
@@ -57,6 +64,7 @@ class TrainingSession:
         self.profile: Any = None
         self.rt = Runtime()
         self.finished: ev.RunFinished | None = None
+        self.error: BaseException | None = None  # what ended a failed run, for a caller that raises it
         self.trainer: Any = None
         self.position: tuple[int, int, Totals] = (0, 0, Totals())
         self.energy_meter: Any = None  # energy.EnergyMeter, started when training starts
@@ -130,14 +138,16 @@ class TrainingSession:
         try:
             yield from self._run()
         except TrainPilotError as exc:
+            self.error = exc
             yield self.finish("failed", str(exc))
         except Exception as exc:  # a bug or a device fault we could not recover from
+            self.error = exc
             yield self.finish("failed", f"{type(exc).__name__}: {exc}")
 
     def _run(self) -> Iterator[ev.Event]:
         from trainpilot.agent.orchestrator import Agent, observe_hardware
         from trainpilot.energy.run_energy import open_run_meter
-        from trainpilot.job.prepare import prepare_job
+        from trainpilot.job.prepare import prepare, prepare_job
         from trainpilot.machine.allocator import keep_freed_memory
         from trainpilot.machine.contention import observe_load
         from trainpilot.paths import runs_dir
@@ -147,19 +157,28 @@ class TrainingSession:
         resume_state = self._resumed_config() if self.config.resume else None
         cfg = self.config
         assert cfg.epochs is not None  # with_default_epochs, or the resumed run's own count (resumed_config)
-        job = prepare_job(
-            cfg.model,
-            self._dataset if self._dataset is not None else cfg.dataset,
-            epochs=cfg.epochs,
-            batch_size=cfg.batch_size,
-            val_fraction=cfg.val_fraction,
-            seed=cfg.seed,
-        )
+        own = self._job
+        if own is None and cfg.job:
+            from trainpilot.job.job_file import load_job
+
+            own = self._job = load_job(cfg.job)
+        if own is not None:
+            job = prepare(own, epochs=cfg.epochs, val_fraction=cfg.val_fraction, seed=cfg.seed)
+        else:
+            job = prepare_job(
+                cfg.model,
+                self._dataset if self._dataset is not None else cfg.dataset,
+                epochs=cfg.epochs,
+                batch_size=cfg.batch_size,
+                val_fraction=cfg.val_fraction,
+                seed=cfg.seed,
+            )
+        self.prepared = job
         self.checkpoints.fingerprint = job.fingerprint()
         if resume_state and resume_state.get("dataset_fingerprint") not in (None, self.checkpoints.fingerprint):
             raise CheckpointError(
                 f"was written for a dataset of {resume.shape_text(resume_state['dataset_fingerprint'])},"
-                f" but {job.dataset.source} now holds {resume.shape_text(self.checkpoints.fingerprint)}",
+                f" but {job.source} now holds {resume.shape_text(self.checkpoints.fingerprint)}",
                 resume_state.get("loaded_from"),
             )
         self.profile = self.forecast.profile = profile = job.profile
@@ -168,10 +187,10 @@ class TrainingSession:
         start_step = int(resume_state["step"]) if resume_state else 0
         yield ev.SessionStarted(
             self.run_id,
-            job.spec.name,
-            job.dataset.source,
+            job.name,
+            job.source,
             cfg.epochs,
-            cfg.batch_size,
+            job.batch_size,
             len(job.train_set),
             len(job.val_set),
             resumed_from_epoch=start_epoch,
@@ -216,10 +235,12 @@ class TrainingSession:
 
         # ACT
         check_memory(choice.plan, profile, job.dataset, self._backends(choice.plan.backend))
-        self.trainer = self.strategy.make_trainer(model, job.train_set, job.val_set, cfg, self._backends, self.steering)
+        self.trainer = self.strategy.make_trainer(
+            model, job.train_set, job.val_set, cfg, self._backends, self.steering, prepared=job
+        )
         totals = Totals()
         if resume_state:
-            resume.restore_checkpoint(self.trainer, resume_state, job.spec.name)
+            resume.restore_checkpoint(self.trainer, resume_state, job.name)
             self.rt.epoch_records = list(resume_state.get("epoch_records", []))[:start_epoch]
             totals = Totals.from_dict(resume_state.get("epoch_totals")) if start_step else Totals()
         self.position = (start_epoch, start_step, totals)
@@ -266,6 +287,12 @@ class TrainingSession:
             rt=self.rt,
             bounds=self.forecast.bounds,
         )
+        if self.prepared is not None:
+            out["dataset"] = self.config.dataset or self.prepared.source
+            out["metric"] = self.prepared.objective.metric_name
+            out["loss_fn"] = self.prepared.objective.loss_name
+            if self.config.job:
+                out["job"] = self.config.job
         return {**out, **self.strategy.result_extra(self.trainer)}
 
     def finish(self, status: str, message: str) -> ev.RunFinished:

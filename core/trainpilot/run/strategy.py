@@ -69,12 +69,30 @@ class RunStrategy:
         return True
 
     def make_trainer(
-        self, model: Any, train_set: Any, val_set: Any, config: SessionConfig, backends: Any, steering: Any
+        self,
+        model: Any,
+        train_set: Any,
+        val_set: Any,
+        config: SessionConfig,
+        backends: Any,
+        steering: Any,
+        prepared: Any = None,
     ) -> Any:
         from trainpilot.run.trainer import Trainer
 
+        job = prepared.job if prepared is not None else None
         return Trainer(
-            model, train_set, val_set, batch_size=config.batch_size, lr=config.lr, seed=config.seed, backends=backends
+            model,
+            train_set,
+            val_set,
+            batch_size=prepared.batch_size if prepared is not None else config.batch_size,
+            lr=config.lr,
+            seed=config.seed,
+            backends=backends,
+            objective=prepared.objective if prepared is not None else None,
+            optimizer=job.optimizer if job is not None else None,
+            scheduler=job.scheduler if job is not None else None,
+            shuffle=prepared.shuffle if prepared is not None else True,
         )
 
     def stop_agreed(self, trainer: Any, stop_reason: str | None) -> str | None:

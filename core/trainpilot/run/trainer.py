@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,6 @@ import torch
 from torch import nn
 
 from trainpilot.backends import move_optimizer_state
-from trainpilot.job.data import Dataset
 from trainpilot.parallel.plan_backends import resolve_backend
 from trainpilot.plans import Plan
 
@@ -29,37 +29,69 @@ class StepResult:
     step: int  # 1-based index of the step just done within the epoch
     steps_per_epoch: int
     loss: float
-    correct: int
+    correct: float  # the metric summed over the batch's samples (accuracy: samples right); 0 without one
     seen: int
     seconds: float
+
+
+def _zoo_objective() -> Any:
+    from trainpilot.job.objective import Objective, accuracy
+
+    return Objective(nn.functional.cross_entropy, None, accuracy, "cross-entropy", "accuracy")
 
 
 class Trainer:
     def __init__(
         self,
         model: nn.Module,
-        train: Dataset,
-        val: Dataset,
+        train: Any,
+        val: Any,
         *,
         batch_size: int,
         lr: float,
         seed: int,
         backends: Any = resolve_backend,
+        objective: Any = None,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        shuffle: bool = True,
     ):
         self._backend = backends  # name -> Backend; a session may carry its own options (ANE --freeze)
         self.full_model = model
         self.model = model  # what trains now; a backend may narrow it (the ANE's head)
         self.train_set, self.val_set = train, val
-        self.batch_size, self.seed = batch_size, seed
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        self.loss_fn = nn.CrossEntropyLoss()
+        self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
+        self.objective = objective or _zoo_objective()  # batch -> (loss, output, target): job/objective.py
+        self.loss_fn = self.objective.loss_fn  # a split plan's runner computes it per worker share
+        self._make_optimizer = optimizer or (lambda params: torch.optim.Adam(params, lr=lr))
+        self.optimizer = self._new_optimizer()
+        self._make_scheduler = scheduler
+        self.scheduler = scheduler(self.optimizer) if scheduler is not None else None
         self.plan: Plan | None = None
         self.device = torch.device("cpu")
-        self._inputs: Any = train.X
+        self._inputs: Any = getattr(train, "X", None)
         self._order: np.ndarray | None = None
         self._order_epoch = -1
         self._in_train_mode = False  # self.model's modules are in train mode (evaluation and plan switches clear it)
         self._runner: Any = None  # the plan's own forward+backward, when its backend has one
+        self._stream: tuple[int, int, Iterator[Any]] | None = None  # (epoch, next step, batches) from workers
+        self.last_val_loss: float | None = None
+
+    def _new_optimizer(self) -> torch.optim.Optimizer:
+        from trainpilot.errors import JobError
+
+        optimizer = self._make_optimizer(self.full_model.parameters())
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise JobError(f"the optimizer factory returned {type(optimizer).__name__}, not a torch.optim.Optimizer")
+        return optimizer
+
+    @property
+    def has_metric(self) -> bool:
+        return bool(self.objective.has_metric)
+
+    @property
+    def loader_workers(self) -> int:
+        return int(self.plan.loader_workers or 0) if self.plan is not None else 0
 
     @property
     def steps_per_epoch(self) -> int:
@@ -76,9 +108,10 @@ class Trainer:
             self._backend(self.plan.backend).synchronize(self.plan)
         self.full_model.to(device)
         move_optimizer_state(self.optimizer, device)
-        self.model, self._inputs = backend.adapt_job(self.full_model, self.train_set.X, plan)
+        self.model, self._inputs = backend.adapt_job(self.full_model, getattr(self.train_set, "X", None), plan)
         self.device, self.plan = device, plan
         self._in_train_mode = False
+        self._stream = None  # the next batch comes from loaders of the new plan's worker count
         if self._runner is not None:
             self._runner.close()
         self._runner = backend.step_runner(self.model, plan)  # None: this loop runs the step
@@ -91,7 +124,15 @@ class Trainer:
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         if self._order_epoch != epoch:
-            self._order = np.random.default_rng([self.seed, epoch]).permutation(len(self.train_set))
+            sampled = (
+                self.train_set.sampled_order(self.seed, epoch) if hasattr(self.train_set, "sampled_order") else None
+            )
+            if sampled is not None:
+                self._order = sampled
+            elif self.shuffle:
+                self._order = np.random.default_rng([self.seed, epoch]).permutation(len(self.train_set))
+            else:
+                self._order = np.arange(len(self.train_set))
             self._order_epoch = epoch
         assert self._order is not None
         return self._order
@@ -99,47 +140,93 @@ class Trainer:
     def _batch(self, array: Any, idx: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(np.asarray(array[idx]), dtype=torch.float32)
 
+    def _fetch(self, epoch: int, step: int, idx: np.ndarray) -> Any:
+        """Step `step`'s batch: indexed from memory, or the next one the epoch's loader delivers."""
+        data = self.train_set
+        if getattr(data, "in_memory", True):
+            if self._inputs is not None and self._inputs is not getattr(data, "X", None):  # a backend's own inputs
+                return self._batch(self._inputs, idx), torch.as_tensor(data.y[idx])
+            return data.batch(idx)
+        if self._stream is None or self._stream[:2] != (epoch, step):
+            order = self.epoch_order(epoch)
+            starts = range(step * self.batch_size, len(order), self.batch_size)
+            batches = [order[s : s + self.batch_size] for s in starts]
+            pin = self.device.type == "cuda"
+            self._stream = (epoch, step, data.loader(batches, self.loader_workers, pin_memory=pin))
+        batch = next(self._stream[2])
+        self._stream = (epoch, step + 1, self._stream[2])
+        return batch
+
     def train_step(self, epoch: int, step: int) -> StepResult:
         """Run step `step` (0-based) of `epoch` and return what it did."""
+        from trainpilot.job.objective import batch_size_of, split_batch, to_device
+
         start = time.perf_counter()
         order = self.epoch_order(epoch)
         idx = order[step * self.batch_size : (step + 1) * self.batch_size]
-        x = self._batch(self._inputs, idx).to(self.device, non_blocking=True)
-        y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
+        batch = to_device(self._fetch(epoch, step, idx), self.device, non_blocking=True)
         if not self._in_train_mode:  # train() walks every module: once per epoch, not at every step
             self.model.train()
             self._in_train_mode = True
         self.optimizer.zero_grad(set_to_none=True)
-        if self._runner is not None:
-            logits, loss = self._runner.forward_backward(self.model, self.loss_fn, x, y)
+        if self._runner is not None:  # a split plan: (x, y) batches of a loss-form job (split_backend.py)
+            (x,), _kw, y = split_batch(batch)
+            output, loss = self._runner.forward_backward(self.model, self.loss_fn, x, y)
+            target = y
         else:
-            logits = self.model(x)
-            loss = self.loss_fn(logits, y)
+            loss, output, target = self.objective(self.model, batch)
             loss.backward()
         self.optimizer.step()
-        correct = int((logits.argmax(dim=1) == y).sum())  # .item() syncs the device: timings stay honest
+        seen = batch_size_of(batch) or len(idx)
+        metric = self.objective.metric(output, target)  # .item() syncs the device: timings stay honest
+        loss_value = float(loss.detach())
         return StepResult(
-            epoch, step + 1, self.steps_per_epoch, float(loss.detach()), correct, len(idx), time.perf_counter() - start
+            epoch,
+            step + 1,
+            self.steps_per_epoch,
+            loss_value,
+            (metric or 0.0) * seen,
+            seen,
+            time.perf_counter() - start,
         )
 
+    def end_epoch(self) -> None:
+        """An epoch is over: the LR scheduler, when the job has one, steps."""
+        if self.scheduler is not None:
+            self.scheduler.step()
+
     def evaluate(self) -> float | None:
-        """Accuracy of the whole model on the held-out split (None when there is none)."""
+        """The metric of the whole model on the held-out split (None when there is none, or no
+        metric: then `last_val_loss` is what validation measured)."""
         return self.accuracy_on(self.val_set)
 
     @torch.no_grad()
-    def accuracy_on(self, data: Dataset) -> float | None:
+    def accuracy_on(self, data: Any) -> float | None:
+        """The job's metric on `data` (accuracy for the zoo); sets `last_val_loss` as well."""
+        from trainpilot.job.objective import batch_size_of, to_device
+
+        self.last_val_loss = None
         if len(data) == 0:
             return None
         model = self.full_model
         model.eval()
         self._in_train_mode = False
-        correct = 0
-        for start in range(0, len(data), 512):
-            idx = np.arange(start, min(start + 512, len(data)))
-            x = self._batch(data.X, idx).to(self.device)
-            y = torch.as_tensor(data.y[idx]).to(self.device)
-            correct += int((model(x).argmax(dim=1) == y).sum())
-        return correct / len(data)
+        metric_sum, loss_sum, seen = 0.0, 0.0, 0
+        chunk = 512 if getattr(data, "in_memory", True) else self.batch_size
+        batches = [np.arange(s, min(s + chunk, len(data))) for s in range(0, len(data), chunk)]
+        if getattr(data, "in_memory", True):
+            stream: Iterator[Any] = (data.batch(b) for b in batches)
+        else:
+            stream = data.loader(batches, self.loader_workers, pin_memory=self.device.type == "cuda")
+        for batch in stream:
+            batch = to_device(batch, self.device)
+            loss, output, target = self.objective(model, batch)
+            n = batch_size_of(batch)
+            loss_sum += float(loss) * n
+            metric_sum += (self.objective.metric(output, target) or 0.0) * n
+            seen += n
+        self.last_val_loss = loss_sum / max(seen, 1)
+        return metric_sum / max(seen, 1) if self.has_metric else None
 
     # ---------------------------------------------------------------- state
 
@@ -148,6 +235,7 @@ class Trainer:
             "model_state": {k: v.detach().cpu() for k, v in self.full_model.state_dict().items()},
             "optimizer_state": _to_cpu(self.optimizer.state_dict()),
             "torch_rng": torch.get_rng_state(),
+            **({"scheduler_state": self.scheduler.state_dict()} if self.scheduler is not None else {}),
         }
 
     def snapshot(self) -> dict[str, Any]:
@@ -158,6 +246,8 @@ class Trainer:
         self.full_model.load_state_dict(state["model_state"])
         self.optimizer.load_state_dict(state["optimizer_state"])
         move_optimizer_state(self.optimizer, self.device)
+        if self.scheduler is not None and "scheduler_state" in state:
+            self.scheduler.load_state_dict(state["scheduler_state"])
         if isinstance(state.get("torch_rng"), torch.Tensor):
             torch.set_rng_state(state["torch_rng"])
 
@@ -167,10 +257,15 @@ class Trainer:
         longer answers. The parameters are replaced (assign=True), so the optimizer is rebuilt."""
         self.plan, self.device = None, torch.device("cpu")
         self.full_model.load_state_dict(_clone(state["model_state"]), assign=True)
-        self.model, self._inputs = self.full_model, self.train_set.X
+        self.model, self._inputs = self.full_model, getattr(self.train_set, "X", None)
         self._in_train_mode = False
-        self.optimizer = type(self.optimizer)(self.full_model.parameters(), **self.optimizer.defaults)
+        self._stream = None
+        self.optimizer = self._new_optimizer()
         self.optimizer.load_state_dict(_clone(state["optimizer_state"]))
+        if self._make_scheduler is not None:
+            self.scheduler = self._make_scheduler(self.optimizer)
+            if "scheduler_state" in state:
+                self.scheduler.load_state_dict(_clone(state["scheduler_state"]))
         if isinstance(state.get("torch_rng"), torch.Tensor):
             torch.set_rng_state(state["torch_rng"])
 
