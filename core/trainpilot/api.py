@@ -1,0 +1,273 @@
+"""The Python API: `plan(job)` says what the agent would do and why; `fit(job)` does it.
+
+    import trainpilot
+    job = trainpilot.Job(model, (X, y), loss=torch.nn.functional.mse_loss)
+    print(trainpilot.plan(job).chosen["label"])
+    result = trainpilot.fit(job, epochs=3)
+
+A fit is the same session `trainpilot headless run` runs: the agent's decision and trace,
+checkpoints and resume, the history it learns from, fallback, overrides from another thread
+(`Control`), and Ctrl-C (checkpoint, then stop).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainpilot.errors import ConfigError, DatasetError, JobError, TrainPilotError, WorkloadError
+from trainpilot.job.spec import Job
+from trainpilot.plans import Plan
+
+USER_ERRORS = (JobError, WorkloadError, DatasetError, ConfigError)
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """Every plan with its predicted time, 80 % interval and energy; the choice, its confidence and
+    the reasons (`to_dict()` is what `trainpilot headless plan --json` prints)."""
+
+    data: dict[str, Any]
+
+    @property
+    def chosen(self) -> dict[str, Any]:
+        return dict(self.data["chosen"])
+
+    @property
+    def plan(self) -> Plan:
+        return Plan.from_dict(self.data["chosen"])
+
+    @property
+    def confidence(self) -> float:
+        return float(self.data["chosen"]["confidence"])
+
+    @property
+    def plans(self) -> list[dict[str, Any]]:
+        return list(self.data["plans"])
+
+    @property
+    def reasoning(self) -> list[str]:
+        return list(self.data["reasoning"])
+
+    @property
+    def trace(self) -> list[str]:
+        return list(self.data["trace"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """A finished run. `to_dict()` holds the `--json` fields (docs/json.md): status, run_id, plan,
+    predicted_s, actual_s, their intervals, energy, loss, metric, epochs, checkpoint."""
+
+    data: dict[str, Any]
+    model: Any = field(default=None, repr=False)  # the trained nn.Module
+    events: tuple[Any, ...] = field(default=(), repr=False)
+
+    @property
+    def status(self) -> str:
+        return str(self.data["status"])
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data["run_id"])
+
+    @property
+    def plan(self) -> Plan | None:
+        return Plan.from_dict(self.data["plan"]) if self.data.get("plan") else None
+
+    @property
+    def predicted_s(self) -> float | None:
+        return self.data.get("predicted_s")
+
+    @property
+    def actual_s(self) -> float | None:
+        return self.data.get("actual_s")
+
+    @property
+    def message(self) -> str:
+        return str(self.data.get("message", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+class Control:
+    """Steer a `fit` from another thread: `override("cpu", threads=1)`, `pause()`, `resume()`,
+    `stop()`. Requests made before the run starts wait for it; each applies at a step boundary."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._waiting: list[Callable[[Any], Any]] = []
+
+    def _bind(self, session: Any) -> None:
+        with self._lock:
+            self._session = session
+            waiting, self._waiting = self._waiting, []
+        for call in waiting:
+            call(session)
+
+    def _do(self, call: Callable[[Any], Any]) -> Any:
+        with self._lock:
+            if self._session is None:
+                self._waiting.append(call)
+                return None
+            session = self._session
+        return call(session)
+
+    def override(self, backend: str, threads: int | None = None, mode: str | None = None) -> Any:
+        """Move the run to another plan; the Availability says whether it can run here (None: queued)."""
+        return self._do(lambda s: s.override_backend(backend, threads, mode))
+
+    def pause(self) -> None:
+        self._do(lambda s: s.pause())
+
+    def resume(self) -> None:
+        self._do(lambda s: s.resume())
+
+    def stop(self, reason: str = "user") -> None:
+        self._do(lambda s: s.request_stop(reason))
+
+
+def _as_job(job: Job | str) -> Job:
+    if isinstance(job, Job):
+        return job
+    if isinstance(job, (str, Path)):
+        from trainpilot.job.job_file import load_job
+
+        return load_job(str(job))
+    raise JobError(f"expected a trainpilot.Job (or 'file.py:make_job'), got {type(job).__name__}")
+
+
+def plan(
+    job: Job | str,
+    *,
+    epochs: int = 3,
+    objective: str = "time",
+    hardware: str | Path | None = None,
+    auto_calibrate: bool = True,
+    progress: Callable[[float, str], None] | None = None,
+) -> PlanReport:
+    """Predict every plan for `job` and decide, without training. `hardware`: a described
+    machine (a .toml path or a shipped profile's name) to plan for instead of this one."""
+    from trainpilot.agent.planning import plan_job
+
+    data = plan_job(
+        "job",
+        None,
+        epochs=epochs,
+        hardware_file=hardware,
+        auto_calibrate=auto_calibrate,
+        progress=progress,
+        objective=objective,
+        job=_as_job(job),
+    )
+    return PlanReport(data)
+
+
+def fit(
+    job: Job | str,
+    *,
+    epochs: int | None = None,
+    backend: str = "auto",
+    threads: int | None = None,
+    workers: int | None = None,
+    objective: str = "time",
+    resume: str | None = None,
+    on_event: Callable[[Any], None] | None = None,
+    control: Control | None = None,
+    lr: float = 1e-3,
+    seed: int = 0,
+    val_fraction: float = 0.1,
+    compile: bool = False,
+    record_history: bool = True,
+) -> FitResult:
+    """Train `job` on the plan the agent picks (or `backend`/`threads`), and return the result.
+
+    epochs: default 3, or with `resume` the resumed run's own count. workers: pin the DataLoader
+    worker count (default: the agent chooses it with the threads, for a Dataset's data). resume: a run id (or "last").
+    on_event: called with every event of the session (trainpilot.events). Ctrl-C checkpoints and
+    stops the run (status "interrupted"; `resume=run_id` continues it); a second Ctrl-C raises.
+    State (history, checkpoints, calibration) lives under TRAINPILOT_HOME, as for the CLI.
+    A job that cannot train as given raises JobError (nothing is recorded as a success); a run
+    that fails while training returns status "failed" with the reason in `message`.
+    """
+    from trainpilot.run.config import SessionConfig, validate_config
+    from trainpilot.run.session import TrainingSession
+
+    the_job = _as_job(job)
+    if workers is not None:  # pinned: the agent no longer chooses the DataLoader's worker count
+        from dataclasses import replace
+
+        the_job = replace(the_job, workers=workers)
+    config = validate_config(
+        SessionConfig(
+            model=the_job.title,
+            dataset=None,
+            epochs=epochs,
+            batch_size=the_job.batch_size,
+            lr=lr,
+            seed=seed,
+            backend=backend,
+            threads=threads,
+            compile=compile,
+            val_fraction=val_fraction,
+            resume=resume,
+            record_history=record_history,
+            objective=objective,
+            job=str(job) if isinstance(job, (str, Path)) else None,
+        )
+    )
+    session = TrainingSession(config, job=the_job)
+    if control is not None:
+        control._bind(session)
+    events: list[Any] = []
+    with _ctrl_c_stops(session):
+        for event in session.events():
+            events.append(event)
+            if on_event is not None:
+                on_event(event)
+    assert session.finished is not None
+    if isinstance(session.error, USER_ERRORS):
+        raise JobError(str(session.error)) from session.error
+    model = session.trainer.full_model if session.trainer is not None else None
+    return FitResult(session.finished.result, model, tuple(events))
+
+
+class _ctrl_c_stops:
+    """While a fit runs in the main thread, the first Ctrl-C asks the session to stop at the next
+    step boundary (after a checkpoint); a second one raises KeyboardInterrupt as usual."""
+
+    def __init__(self, session: Any):
+        self.session = session
+        self.previous: Any = None
+        self.asked = False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.asked:
+            raise KeyboardInterrupt
+        self.asked = True
+        self.session.request_stop("Ctrl-C")
+
+    def __enter__(self) -> _ctrl_c_stops:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+__all__ = ["Control", "FitResult", "Job", "JobError", "PlanReport", "TrainPilotError", "fit", "plan"]
