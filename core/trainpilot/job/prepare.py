@@ -123,9 +123,25 @@ def prepare(job: Job, *, epochs: int, val_fraction: float = 0.1, seed: int = 0) 
             probe, batch, objective, name=job.title, dataset_size=len(train_set), batch_size=batch_size, epochs=epochs
         )
         _check_val(job, val_set, objective, batch)
-        profile = replace(profile, extra={**profile.extra, "job_form": "step" if job.step is not None else "loss"})
+        step_s = _probe(job, probe, train_set, objective, batch_size)
+        form = "step" if job.step is not None else "loss"
+        profile = replace(profile, extra={**profile.extra, "job_form": form, "probe_step_s": step_s})
     profile = replace(profile, **_loading(job, train_set, batch_size))
     return PreparedJob(job, data, train_set, val_set, profile, objective, seed, batch_size, taken.get("shuffle", True))
+
+
+def _probe(job: Job, model: Any, train_set: Any, objective: Objective, batch_size: int) -> float:
+    """One full batch's training step, timed on one thread (job/step_probe.py)."""
+    import torch
+
+    from trainpilot.job.step_probe import probe_step
+
+    batch = train_set.batch(np.arange(min(batch_size, len(train_set))))
+    make = job.optimizer or (lambda params: torch.optim.Adam(params, lr=1e-3))
+    try:
+        return probe_step(model, batch, objective, make)
+    except Exception as exc:
+        raise JobError(f"{job.title}: a training step on a full batch failed: {describe_exception(exc)}") from exc
 
 
 def _zoo_profile(job: Job, data: Any, train_set: Any, batch_size: int, epochs: int) -> WorkloadProfile:

@@ -14,7 +14,7 @@ from torch import nn
 
 from trainpilot.errors import JobError
 from trainpilot.job.objective import Objective, batch_size_of, explain_failure
-from trainpilot.job.workload import WorkloadProfile, _kind, _learnable_layers, _recurrent_flops
+from trainpilot.job.workload import WorkloadProfile, _kind, _learnable_layers, _recurrent_flops, flop_counter
 
 
 def first_tensor(batch: Any) -> torch.Tensor | None:
@@ -40,8 +40,6 @@ def profile_job(
     epochs: int,
 ) -> WorkloadProfile:
     """Profile `model` on `batch` (a few samples collated as training collates them)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     probe = batch_size_of(batch) or 1
     layers = _learnable_layers(model)
     kinds: dict[str, int] = {}
@@ -65,7 +63,7 @@ def profile_job(
     was_training = model.training
     model.train()
     try:
-        with FlopCounterMode(display=False) as counter:
+        with flop_counter() as counter:
             loss, output, _target = objective(model, batch)
             forward_flops = counter.get_total_flops()
             if not torch.isfinite(loss.detach()):

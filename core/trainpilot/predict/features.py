@@ -37,6 +37,7 @@ class WorkFeatures:
     steps: int  # optimizer steps per epoch
     epochs: int
     load_s_per_batch: float = 0.0  # loading one batch in the training process (data_pipeline.py)
+    probe_step_s: float = 0.0  # a job's own training step timed on one thread (job/step_probe.py); 0: none
 
     @property
     def dominant_kind(self) -> str:
@@ -134,6 +135,7 @@ def features_of(profile: Any, epochs: int | None = None) -> WorkFeatures:
         steps=max(1, math.ceil(samples / batch)),
         epochs=max(int(epochs if epochs is not None else (_get(profile, "epochs", 1) or 1)), 1),
         load_s_per_batch=float(_get(profile, "load_s_per_batch", 0.0) or 0.0),
+        probe_step_s=float(extra.get("probe_step_s", 0.0) or 0.0) if isinstance(extra, dict) else 0.0,
     )
 
 

@@ -64,12 +64,17 @@ def with_loading(
     breakdown = dict(compute.breakdown)
     breakdown["loading"] = features.epochs * (epoch_s - compute.per_epoch_s)
     return replace(
-        compute, run_s=run_s, per_epoch_s=epoch_s, step_s=flow.step_s, breakdown=breakdown, note=flow.describe(plan)
+        compute,
+        run_s=run_s,
+        per_epoch_s=epoch_s,
+        step_s=flow.step_s,
+        breakdown=breakdown,
+        note="; ".join(n for n in (compute.note, flow.describe(plan)) if n),
     )
 
 
 def _compute_estimate(
-    features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration
+    features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration, probing: bool = False
 ) -> RooflineEstimate | None:
     if plan.is_compiled:
         return _compiled_estimate(features, plan, busy_cores, calibration)
@@ -100,7 +105,41 @@ def _compute_estimate(
     terms = {k: v * extra * features.epochs for k, v in blend(lambda r: _terms(epoch_row, r)).items()}
     terms["warmup"] = warmup * step_s
     fit_error = blend(lambda r: r.fit_error)
-    return RooflineEstimate(run_s, epoch_s, step_s, terms, w, extra, float(fit_error))
+    found = RooflineEstimate(run_s, epoch_s, step_s, terms, w, extra, float(fit_error))
+    if plan.backend == "cpu" and features.probe_step_s > 0 and not probing:
+        return _scaled(found, probe_ratio(features, calibration))
+    return found
+
+
+PROBE_RATIO_BOUNDS = (0.25, 4.0)  # a probe further off than this measured something else (a page fault storm)
+
+
+def probe_ratio(features: WorkFeatures, calibration: Calibration) -> float:
+    """How much slower (>1) or faster the job's own steps ran than the roofline says, measured
+    on one thread before planning (job/step_probe.py): the roofline is fit to the zoo's layers,
+    and a job's ops (attention's small batched matmuls, depthwise convolutions) may run at
+    other rates. One thread, idle rates: a probe on one core is barely touched by another busy one."""
+    one = _compute_estimate(features, Plan("cpu", threads=1), 0.0, calibration, probing=True)
+    if one is None or one.step_s <= 0:
+        return 1.0
+    low, high = PROBE_RATIO_BOUNDS
+    return min(max(features.probe_step_s / one.step_s, low), high)
+
+
+def _scaled(found: RooflineEstimate, ratio: float) -> RooflineEstimate:
+    from dataclasses import replace
+
+    if ratio == 1.0:
+        return found
+    breakdown = {k: v * ratio for k, v in found.breakdown.items()}
+    return replace(
+        found,
+        run_s=found.run_s * ratio,
+        per_epoch_s=found.per_epoch_s * ratio,
+        step_s=found.step_s * ratio,
+        breakdown=breakdown,
+        note=f"the job's own steps ran {ratio:.2f}x the roofline's pace on one thread",
+    )
 
 
 def _compiled_estimate(

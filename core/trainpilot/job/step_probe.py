@@ -1,0 +1,46 @@
+"""A few of the job's own training steps, timed on one thread before planning.
+
+The roofline predicts a step from FLOPs and bytes at rates calibrated on the zoo's layers; a job's
+own ops may run at other rates (attention's small batched matmuls, depthwise convolutions, many
+small element-wise ops). Timing its real step once, on one thread, gives the cost model the
+job's own pace (predict/roofline.py `probe_ratio`); the thread scaling and the load's effect
+still come from calibration. One thread: on a machine with a busy core, a one-thread step is the
+one the other load disturbs least.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+PROBE_MAX_S = 0.5  # stop timing once this much time has gone (after one timed step at least)
+PROBE_MAX_STEPS = 5
+
+
+def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any) -> float:
+    """The fastest of a few steady training steps of `model` on `batch` (forward, loss, backward,
+    optimizer step), on one thread; the first step (allocations, lazy init) is not counted."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        optimizer = make_optimizer(model.parameters())
+        model.train()
+        times: list[float] = []
+        start = time.perf_counter()
+        for i in range(PROBE_MAX_STEPS + 1):
+            began = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            loss = objective(model, batch)[0]
+            loss.backward()
+            optimizer.step()
+            float(loss.detach())
+            if i:
+                times.append(time.perf_counter() - began)
+                if time.perf_counter() - start > PROBE_MAX_S:
+                    break
+        return min(times)
+    finally:
+        torch.set_num_threads(threads)
+        model.zero_grad(set_to_none=True)
