@@ -1,0 +1,172 @@
+"""A Lightning fit's row in TrainPilot's history, kept as a TrainPilot run keeps its own
+(run/learning.py): written "running" when training starts (a killed process leaves it findable as
+crashed), finished with the plan the Trainer ran, the load the fit met, and the predicted and actual
+training time, so the cost model learns from it and `trainpilot headless history` lists it.
+
+The prediction follows the fit: the agent predicted `choice.epochs` epochs of the profiled data; the
+Trainer's own batches per epoch and epochs (max_epochs, max_steps) scale it. A fit that ends by itself
+(max_epochs, max_steps, early stopping) is recorded with the prediction for the batches it trained; a
+failed or interrupted one with the prediction for the whole fit and the epochs it finished, as a
+TrainPilot run is (the cost model scales an interrupted run's prediction by epochs itself).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from trainpilot.job.workload import WorkloadProfile
+from trainpilot.lightning.choice import Choice
+from trainpilot.lightning.clock import TrainClock
+from trainpilot.lightning.mapping import row_for
+from trainpilot.plans import Plan
+
+
+@dataclass
+class Expectation:
+    """What the fit is predicted to take, on the plan the Trainer runs."""
+
+    plan: Plan
+    profile: WorkloadProfile  # as the Trainer trains it: its batches per epoch, its planned epochs
+    per_step_s: float | None  # None: the agent predicted nothing for this plan
+    planned_steps: float  # inf: the fit has no end the Trainer knows of (max_epochs=-1)
+    notes: list[str] = field(default_factory=list)
+
+    def predicted_for(self, steps: float) -> float | None:
+        if self.per_step_s is None or not math.isfinite(steps):
+            return None
+        return self.per_step_s * steps
+
+    @property
+    def planned_s(self) -> float | None:
+        return self.predicted_for(self.planned_steps)
+
+
+def expect(
+    choice: Choice,
+    plan: Plan,
+    *,
+    steps_per_epoch: float,
+    epochs_left: int | None,
+    steps_left: float | None = None,
+) -> Expectation:
+    """The prediction for a fit of `epochs_left` epochs (None: unbounded) of `steps_per_epoch`
+    batches, at most `steps_left` batches (None: no limit), on `plan`."""
+    notes: list[str] = []
+    row = row_for(choice.report.get("plans", ()), plan)
+    if not _same_plan(plan, choice.plan):
+        notes.append(f"the Trainer runs {plan.label}, not the agent's choice {choice.plan.label}")
+    if row is None:
+        notes.append(f"the agent predicted no plan on {plan.label}'s device: recorded without a prediction")
+        per_step = None
+    else:
+        if not _same_plan(Plan.from_dict(row), plan):
+            notes.append(f"{plan.label} predicted as the nearest plan the agent weighed, {Plan.from_dict(row).label}")
+        base_steps = max(choice.epochs, 1) * choice.profile.steps_per_epoch
+        per_step = float(row["predicted_s"]) / base_steps
+    profile = choice.profile
+    if not math.isfinite(steps_per_epoch) or steps_per_epoch < 1:
+        steps_per_epoch = profile.steps_per_epoch
+    steps_per_epoch = int(steps_per_epoch)
+    planned = steps_per_epoch * epochs_left if epochs_left is not None else math.inf
+    if steps_left is not None:
+        planned = min(planned, steps_left)
+    if steps_per_epoch != profile.steps_per_epoch:  # limit_train_batches, drop_last, a sampler of its own
+        profile = replace(profile, dataset_size=steps_per_epoch * profile.batch_size)
+    epochs = math.ceil(planned / steps_per_epoch) if math.isfinite(planned) else 1
+    return Expectation(plan, replace(profile, epochs=max(int(epochs), 1)), per_step, planned, notes)
+
+
+def _same_plan(a: Plan, b: Plan) -> bool:
+    return replace(a, loader_workers=a.loader_workers or None) == replace(b, loader_workers=b.loader_workers or None)
+
+
+class LightningRun:
+    """One fit's training: its clock, its history row and the load it met."""
+
+    def __init__(self, expectation: Expectation, run_id: str):
+        self.expectation = expectation
+        self.run_id = run_id
+        self.clock = TrainClock()
+        self.notes: list[str] = []
+        self.summary: dict[str, Any] | None = None
+        self._cost: Any = None
+        self._log: Any = None  # run.runlog.RunLog
+        self._meter: Any = None  # machine.contention.ExternalCpuMeter
+
+    def open(self) -> None:
+        """Write the "running" row and start measuring the load (call it from the training thread)."""
+        from trainpilot.backends import probe
+        from trainpilot.machine.contention import ExternalCpuMeter
+        from trainpilot.machine.monitor import measure_load
+        from trainpilot.predict.history import run_record
+        from trainpilot.predict.model import CostModel
+        from trainpilot.run.runlog import RunLog, history_of
+
+        ex = self.expectation
+        self._cost = CostModel.open(hardware=probe())
+        history = history_of(self._cost)
+        if history is not None:
+            self._log = RunLog(history)
+            self._log.start(
+                run_record(
+                    run_id=self.run_id,
+                    machine_id=self._cost.machine_id,
+                    profile=ex.profile,
+                    plan=ex.plan,
+                    load=measure_load(0.0),
+                    predicted_s=ex.planned_s,
+                    actual_s=0.0,
+                    status="running",
+                    epochs_done=0,
+                )
+            )
+            self.notes.extend(self._log.notes)
+        self._meter = ExternalCpuMeter().__enter__()
+
+    def _load_met(self) -> Any:
+        try:
+            self._meter.__exit__(None, None, None)
+            return self._meter.result.as_sample(self._cost.logical_cpus)
+        except Exception:  # noqa: BLE001 - a meter that cannot read /proc costs the figure, not the run
+            from trainpilot.machine.monitor import measure_load
+
+            return measure_load(0.0)
+
+    def finish(self, status: str) -> dict[str, Any]:
+        """Record the fit's end (status success | failed | interrupted); the summary of its row."""
+        if self.summary is not None:
+            return self.summary
+        ex, clock = self.expectation, self.clock
+        if status == "success":
+            profile = replace(ex.profile, epochs=max(clock.epochs, 1))
+            predicted = ex.predicted_for(clock.steps)
+        else:
+            profile, predicted = ex.profile, ex.planned_s
+        if self._cost is not None:
+            self._cost.record(
+                profile,
+                ex.plan,
+                self._load_met(),
+                predicted,
+                clock.seconds,
+                run_id=self.run_id,
+                status=status,
+                epochs_done=clock.epochs,
+                row_id=self._log.row_id if self._log is not None else None,
+            )
+            if self._log is not None:
+                self._log.close()
+            self.notes.extend(n for n in self._cost.notices if "could not record" in n)
+        self.summary = {
+            "run_id": self.run_id,
+            "status": status,
+            "plan": ex.plan.label,
+            "predicted_s": predicted,
+            "actual_s": clock.seconds,
+            "epochs": profile.epochs,
+            "epochs_done": clock.epochs,
+            "steps": clock.steps,
+        }
+        return self.summary
