@@ -155,6 +155,7 @@ def plan(
     *,
     epochs: int = 3,
     objective: str = "time",
+    val_fraction: float = 0.1,
     hardware: str | Path | None = None,
     auto_calibrate: bool = True,
     progress: Callable[[float, str], None] | None = None,
@@ -172,6 +173,7 @@ def plan(
         progress=progress,
         objective=objective,
         job=_as_job(job),
+        val_fraction=val_fraction,
     )
     return PlanReport(data)
 

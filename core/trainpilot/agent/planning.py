@@ -35,6 +35,20 @@ def profile_job(
     return job.profile, job.dataset
 
 
+def _keeping_random_state(call: Callable[[], Any]) -> Any:
+    """`call()` with the caller's torch and numpy random state as it was: preparing a job seeds
+    both (a run starts from seeded weights), which planning alone must not leave behind."""
+    import numpy as np
+    import torch
+
+    state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            return call()
+        finally:
+            np.random.set_state(state)
+
+
 def _bounds(p: PlanPrediction) -> dict[str, Any]:
     """The prediction's 80 % interval (interval.py) as the --json keys every predicted time has."""
     bounds = p.detail.get("interval") or {}
@@ -75,6 +89,7 @@ def plan_job(
     progress: Progress | None = None,
     objective: str = "time",
     job: Any = None,
+    val_fraction: float = 0.1,
 ) -> dict[str, Any]:
     """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}.
     `objective`: time | energy | edp, what the choice minimises (energy/objective.py). `job`: the
@@ -91,7 +106,7 @@ def plan_job(
             from trainpilot.job.job_file import load_job
 
             job = load_job(job)
-        profile = prepare(job, epochs=epochs).profile
+        profile = _keeping_random_state(lambda: prepare(job, epochs=epochs, val_fraction=val_fraction).profile)
     else:
         profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
     calibrated_now = False
