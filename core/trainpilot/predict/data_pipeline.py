@@ -5,7 +5,8 @@ beside computing it.
     w workers:   step = max(compute', load / w) + handoff  (they overlap)
 
 `compute'` is the compute step predicted with the workers' own CPU time counted as load on the
-machine — w processes busy load/step of the time each — through the same calibrated contention
+machine (and never less than the CPU work of compute and loading spread over the cores that other
+load leaves free) — w processes busy load/step of the time each — through the same calibrated contention
 model that predicts a busy core's effect (roofline_terms.load_weights). So one thread and one
 worker on two cores is a plan whose compute runs undisturbed while loading is hidden, and two
 threads with one worker pay the OpenMP penalty of sharing a core. `handoff` is the batch's trip
@@ -68,5 +69,9 @@ def pipeline(
         step = max(compute, load_s / workers)
         cores = min(float(workers), load_s / max(step, 1e-9))
         compute = compute_step(min(busy_cores + cores, float(logical_cpus)))
-    step = max(compute, load_s / workers) + HANDOFF_S
+    # The cores left by other load bound it too: compute's threads and the loading share them.
+    threads = plan.threads or 1 if plan.backend == "cpu" else 1
+    free = max(float(logical_cpus) - busy_cores, 0.25)
+    shared = (compute_step(busy_cores) * min(float(threads), free) + load_s) / free
+    step = max(compute, load_s / workers, shared) + HANDOFF_S
     return Pipeline(step, compute, load_s, workers, workers * WORKER_START_S + load_s, cores)

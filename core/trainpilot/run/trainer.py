@@ -148,6 +148,7 @@ class Trainer:
                 return self._batch(self._inputs, idx), torch.as_tensor(data.y[idx])
             return data.batch(idx)
         if self._stream is None or self._stream[:2] != (epoch, step):
+            self._stream = None  # an earlier loader's workers end before the new loader forks its own
             order = self.epoch_order(epoch)
             starts = range(step * self.batch_size, len(order), self.batch_size)
             batches = [order[s : s + self.batch_size] for s in starts]
@@ -155,6 +156,10 @@ class Trainer:
             self._stream = (epoch, step, data.loader(batches, self.loader_workers, pin_memory=pin))
         batch = next(self._stream[2])
         self._stream = (epoch, step + 1, self._stream[2])
+        if step + 1 >= self.steps_per_epoch:
+            # the epoch's last batch: drop the loader now, so its workers end here and are not
+            # copied into the next loader's forked workers (which would then try to end them)
+            self._stream = None
         return batch
 
     def train_step(self, epoch: int, step: int) -> StepResult:
