@@ -209,10 +209,6 @@ def fit(
     from trainpilot.run.session import TrainingSession
 
     the_job = _as_job(job)
-    if workers is not None:  # pinned: the agent no longer chooses the DataLoader's worker count
-        from dataclasses import replace
-
-        the_job = replace(the_job, workers=workers)
     config = validate_config(
         SessionConfig(
             model=the_job.title,
@@ -229,6 +225,7 @@ def fit(
             record_history=record_history,
             objective=objective,
             job=str(job) if isinstance(job, (str, Path)) else None,
+            workers=workers,
         )
     )
     session = TrainingSession(config, job=the_job)

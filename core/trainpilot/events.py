@@ -32,6 +32,7 @@ class SessionStarted(Event):
     train_samples: int
     val_samples: int
     resumed_from_epoch: int = 0
+    metric: str | None = "accuracy"  # what `accuracy`/`val_accuracy` of the epochs hold (None: no metric, see val_loss)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class StepProgressed(Event):
 class EpochTimed(Event):
     epoch: int
     loss: float
-    accuracy: float
+    accuracy: float | None  # the job's metric on the epoch's training batches (None: the job has none)
     val_accuracy: float | None
     predicted_s: float | None
     actual_s: float
@@ -101,6 +102,7 @@ class EpochTimed(Event):
     energy_source: str | None = None  # "measured: RAPL package", "est.: ..."
     predicted_low_s: float | None = None  # the 80 % interval of predicted_s (predict/interval.py)
     predicted_high_s: float | None = None
+    val_loss: float | None = None  # the loss on the held-out split (what a job without a metric shows)
 
 
 @dataclass(frozen=True)

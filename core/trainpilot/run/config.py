@@ -31,6 +31,7 @@ class SessionConfig:
     freeze: int | None = None  # ANE frozen-backbone: how many leading layers run in Core ML
     objective: str = "time"  # what the agent minimises: time | energy | edp (energy/objective.py)
     job: str | None = None  # `file.py:make_job`: the user's own Job instead of `model` on `dataset`
+    workers: int | None = None  # pin a job's DataLoader workers (None: the job's own, else the agent's choice)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +56,8 @@ def validate_config(config: SessionConfig) -> SessionConfig:
         raise ConfigError("--lr must be positive")
     if config.freeze is not None and config.freeze < 1:
         raise ConfigError("--freeze must be at least 1 (the number of leading layers Core ML runs frozen)")
+    if config.workers is not None and config.workers < 0:
+        raise ConfigError("--workers must be 0 or more (0: batches are loaded in the training process)")
     if config.threads is not None and config.threads < 1:
         raise ConfigError("--threads must be at least 1")
     if config.compile and config.backend not in ("auto", "cpu"):

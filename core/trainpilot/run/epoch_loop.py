@@ -157,6 +157,7 @@ class EpochLoop:
             energy_source=record["energy_source"],
             predicted_low_s=record["predicted_low_s"],
             predicted_high_s=record["predicted_high_s"],
+            val_loss=record["val_loss"],
         )
 
     def apply_commands(self, segments: list[Segment]) -> Iterator[ev.Event]:

@@ -75,6 +75,7 @@ def resumed_config(config: Any, load_state: Any) -> tuple[Any, dict[str, Any]]:
         val_fraction=saved["val_fraction"],
         freeze=saved.get("freeze", config.freeze),
         job=saved.get("job", config.job),
+        workers=saved.get("workers", config.workers),
         epochs=config.epochs if config.epochs is not None else saved["epochs"],
     )
     return config, state

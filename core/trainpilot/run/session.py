@@ -162,6 +162,10 @@ class TrainingSession:
             from trainpilot.job.job_file import load_job
 
             own = self._job = load_job(cfg.job)
+        if own is not None and cfg.workers is not None:  # pinned by the caller (--workers)
+            from dataclasses import replace
+
+            own = replace(own, workers=cfg.workers)
         if own is not None:
             job = prepare(own, epochs=cfg.epochs, val_fraction=cfg.val_fraction, seed=cfg.seed)
         else:
@@ -194,6 +198,7 @@ class TrainingSession:
             len(job.train_set),
             len(job.val_set),
             resumed_from_epoch=start_epoch,
+            metric=job.objective.metric_name,
         )
         if resume_state and resume_state.get("recovered_from"):
             yield ev.AgentStepped(
