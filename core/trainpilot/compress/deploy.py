@@ -178,9 +178,11 @@ def plan_document(
     }
 
 
-def load_exported(directory: str | Path) -> nn.Module:
+def load_exported(directory: str | Path, dense: nn.Module | None = None) -> nn.Module:
     """The pruned model of an export: the dense architecture rebuilt, its removed channels removed
-    again, the weights loaded (weights_only: nothing in the file is executed)."""
+    again, the weights loaded (weights_only: nothing in the file is executed). A job's export is
+    rebuilt from its `file.py:make_job` (that file runs, as `--job` runs it), or from `dense`: a
+    fresh dense model of the same architecture (how a Job compressed from Python is loaded)."""
     from trainpilot.job.models import build_model
 
     directory = Path(directory)
@@ -188,6 +190,18 @@ def load_exported(directory: str | Path) -> nn.Module:
     if document.get("format") != PLAN_FORMAT:
         raise ConfigError(f"unknown plan format {document.get('format')!r}", directory / "plan.json")
     shape = tuple(int(d) for d in document["sample_shape"])
-    model = rebuild(build_model(document["model"], shape, int(document["num_classes"])), document["layers"], shape)
+    described = document["model"]
+    if dense is None and isinstance(described, dict) and "job" in described:
+        if not described["job"]:
+            raise ConfigError(
+                "was exported from a Job object: pass a fresh dense model, load_exported(directory, dense=...)",
+                directory / "plan.json",
+            )
+        from trainpilot.compress.user_job import compressible_job
+
+        dense = compressible_job(str(described["job"])).make_model()
+    if dense is None:
+        dense = build_model(described, shape, int(document["num_classes"]))
+    model = rebuild(dense, document["layers"], shape)
     model.load_state_dict(torch.load(directory / "model.pt", weights_only=True))
     return model.eval()

@@ -83,6 +83,9 @@ class CompressConfig:
     out: str | None = None  # export directory (default: the data directory's compressed/)
     export: bool = True
     predict_on: tuple[str, ...] = DEFAULT_PREDICT_ON
+    # the user's own trainpilot.Job (or `file.py:make_job`) instead of `model` on `dataset`: a
+    # classifier with metric="accuracy" (user_job.py says what compression takes from it)
+    job: Any = None
 
     def problems(self) -> list[str]:
         """What is impossible about this request (each a usage error)."""
@@ -226,12 +229,13 @@ def train_dense(model: Any, train: Any, *, steps: int, batch: int, seed: int, th
     train_steps(model, train, steps=steps, batch=batch, lr=LEARNING_RATE, seed=seed, threads=threads)
 
 
-def plan_threads(model: Any, data: Any, batch: int) -> tuple[int, str]:
+def plan_threads(model: Any, data: Any, batch: int, *, job: Any = None) -> tuple[int, str]:
     """The CPU thread count the agent plans for training the dense model here (its cost model; the
-    rule cascade on a machine not calibrated yet), and the reason."""
+    rule cascade on a machine not calibrated yet), and the reason. `job`: a trainpilot.Job planned
+    instead of `model` on `data`."""
     from trainpilot.agent.planning import plan_job
 
-    report = plan_job(model, data, epochs=1, batch_size=batch)
+    report = plan_job(model, data, epochs=1, batch_size=batch, job=job)
     chosen = report["chosen"]
     if chosen.get("backend") == "cpu" and chosen.get("threads"):
         return int(
@@ -250,8 +254,6 @@ def run_compression(
     for bad input (unknown hardware, a dataset too small to hold out, a model torch-pruning cannot
     handle); otherwise returns the report, deployed or not."""
     from trainpilot.compress.prune import check_prunable
-    from trainpilot.job.data import Dataset, resolve_dataset
-    from trainpilot.job.models import ModelSpec, build_model
     from trainpilot.machine.allocator import keep_freed_memory
 
     say = on_event or (lambda _e: None)
@@ -263,20 +265,20 @@ def run_compression(
     started = time.perf_counter()
     target = resolve_compression_target(config.hardware)
     machines = _machines(config, target)
-    data = config.dataset if isinstance(config.dataset, Dataset) else resolve_dataset(config.dataset)
+    what = _what_to_compress(config)
+    data, shape, classes = what.data, what.data.sample_shape, what.num_classes
     train_set, val_set, test_set = split_three(data, config.seed)
-    spec = ModelSpec.from_config(config.model)
-    shape, classes = data.sample_shape, data.num_classes
     torch.manual_seed(config.seed)
-    dense = build_model(spec, shape, classes)
+    dense = what.make_model()
     layers = check_prunable(dense, shape)
     timing_batch = config.timing_batch or config.batch_size
+    notes = list(what.notes)
 
     say(ev.StageStarted("plan", f"target: {target.name} (cycles {target.cycles_label}); planning threads"))
     if config.threads:
         threads, why = config.threads, "--threads"
     else:
-        threads, why = plan_threads(spec.to_config(), data, timing_batch)
+        threads, why = what.plan_threads(timing_batch)
     train, val, test = tensors(train_set), tensors(val_set), tensors(test_set)
     budget = budget_for(
         len(train), config.batch_size, dense_epochs=config.dense_epochs, deploy_epochs=config.deploy_epochs
@@ -285,7 +287,7 @@ def run_compression(
     say(
         ev.StageStarted(
             "train",
-            f"training dense {spec.name} for {budget.dense_steps} steps ({budget.why}) on {len(train)} samples"
+            f"training dense {what.name} for {budget.dense_steps} steps ({budget.why}) on {len(train)} samples"
             f" ({threads} thread(s))",
         )
     )
@@ -323,11 +325,8 @@ def run_compression(
     evaluations = run_search(env, config.episodes, seed=config.seed, stop=stop, budget_s=config.search_seconds)
     search_seconds = time.perf_counter() - t0
     chosen = best(evaluations, config.target_speedup)
-    notes = (
-        [f"{len(evaluations)} of {config.episodes} episodes ran: stopped on request"]
-        if len(evaluations) < config.episodes
-        else []
-    )
+    if len(evaluations) < config.episodes:
+        notes.append(f"{len(evaluations)} of {config.episodes} episodes ran: stopped on request")
 
     tuned = measured = target_times = None
     finalists: list[Finalist] = []
@@ -417,9 +416,9 @@ def run_compression(
                 "threads": threads,
                 "timing_batch": timing_batch,
             }
-            document = plan_document(spec.to_config(), shape, classes, tuned, figures)
+            document = plan_document(what.model_document, shape, classes, tuned, figures)
             say(ev.StageStarted("export", "exporting the deployed model"))
-            out = config.out or _default_out(spec.name)
+            out = config.out or _default_out(what.name)
             verdict = Verdict(
                 True,
                 verdict.reason,
@@ -431,7 +430,7 @@ def run_compression(
     report = CompressionReport(
         config=config,
         target=target,
-        model_name=spec.name,
+        model_name=what.name,
         dataset=data.source,
         samples={"train": len(train), "validation": len(val), "test": len(test)},
         threads=threads,
@@ -458,6 +457,49 @@ def run_compression(
     )
     say(ev.CompressionFinished(report))
     return report
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """What a compression job compresses: a zoo model (or path.py:Class) on a dataset, or a user's Job."""
+
+    name: str
+    data: Any  # the whole data set: split_three splits it
+    num_classes: int
+    make_model: Callable[[], Any]  # the dense model, built fresh (seeded by the caller)
+    model_document: Any  # what plan.json records as the model (deploy.load_exported rebuilds from it)
+    plan_threads: Callable[[int], tuple[int, str]]
+    notes: tuple[str, ...] = ()
+
+
+def _what_to_compress(config: CompressConfig) -> _Subject:
+    if config.job is not None:
+        from trainpilot.compress.user_job import compressible_job
+        from trainpilot.job.spec import Job
+
+        own = compressible_job(config.job)
+
+        def job_threads(batch: int) -> tuple[int, str]:
+            # planned on what compression trains: the job's model on its data in memory
+            in_memory = Job(
+                own.make_model, (own.data.X, own.data.y), metric="accuracy", batch_size=batch, name=own.name
+            )
+            return plan_threads(None, None, batch, job=in_memory)
+
+        return _Subject(own.name, own.data, own.num_classes, own.make_model, own.model_document, job_threads, own.notes)
+    from trainpilot.job.data import Dataset, resolve_dataset
+    from trainpilot.job.models import ModelSpec, build_model
+
+    data = config.dataset if isinstance(config.dataset, Dataset) else resolve_dataset(config.dataset)
+    spec = ModelSpec.from_config(config.model)
+    return _Subject(
+        spec.name,
+        data,
+        data.num_classes,
+        lambda: build_model(spec, data.sample_shape, data.num_classes),
+        spec.to_config(),
+        lambda batch: plan_threads(spec.to_config(), data, batch),
+    )
 
 
 def _machines(config: CompressConfig, target: CompressionTarget) -> dict[str, Any]:
