@@ -373,7 +373,7 @@ class TrainPilotApp(App[int]):
             self.start_session(config)
 
     def action_compress(self) -> None:
-        """Open the compression view for this run's model and dataset. A training run pauses
+        """Open the compression view for this run's model and dataset (or its job). A training run pauses
         first: the view measures step times, and a run beside them would skew every figure."""
         from trainpilot.compress import CompressConfig
 
@@ -383,7 +383,7 @@ class TrainPilotApp(App[int]):
         paused_here = self.running and not self.paused and self.session is not None
         if paused_here:
             self.session.pause()  # type: ignore[union-attr]
-        config = CompressConfig(model=model_name(self.config), dataset=self.config.dataset)
+        config = CompressConfig(model=model_name(self.config), dataset=self.config.dataset, job=self.config.job)
         self.push_screen(CompressionScreen(config), callback=lambda _r: self.action_resume() if paused_here else None)
 
     def action_cycle_theme(self) -> None:

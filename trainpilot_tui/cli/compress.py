@@ -11,12 +11,21 @@ from typing import Any, Optional
 import typer
 
 from .common import EXIT_FAILURE, fail, failures_as_one_line, print_json, stderr_console, usage_error
-from .options import DATASET_HELP, MODEL_HELP
+from .options import DATASET_HELP, DEFAULT_MODEL, MODEL_HELP, check_job_options
+
+JOB_HELP = (
+    "Your own job instead of --model/--dataset: FILE.py:FUNCTION returning a trainpilot.Job that is a classifier"
+    " with metric=\"accuracy\", whose data is (X, y) with float inputs and integer labels (or a Dataset of such"
+    " pairs, read into memory) and whose model torch-pruning can trace. Compression trains the model from its"
+    " initial weights with its own recipe; the job's loss and optimizer are not used. The file runs with your"
+    " rights, like `python FILE.py`."
+)
 
 
 def compress_command(
-    model: str = typer.Option("small_cnn", "--model", "-m", help=MODEL_HELP),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help=MODEL_HELP, show_default=False),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    job: Optional[str] = typer.Option(None, "--job", help=JOB_HELP),
     target_speedup: float = typer.Option(1.5, "--target-speedup", help="Step-time speed-up the pruned model must reach on the target (> 1)."),
     max_accuracy_drop: float = typer.Option(1.0, "--max-accuracy-drop", help="Accuracy points the pruned model may lose on the test split (>= 0)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Compress for a described machine (a shipped profile name such as apple-m2, or a .toml): its cycles are predicted. Default: this machine, measured."),
@@ -46,8 +55,10 @@ def compress_command(
     """
     from trainpilot.compress import CompressConfig, run_compression
 
+    check_job_options(job, model=model, dataset=dataset, layers=layers)
+    name = model or DEFAULT_MODEL
     config = CompressConfig(
-        model={"name": model, "layers": layers} if layers else model, dataset=dataset,
+        model={"name": name, "layers": layers} if layers else name, dataset=dataset, job=job,
         target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes, search_seconds=search_seconds,
         threads=threads, batch_size=batch_size, timing_batch=timing_batch, dense_epochs=dense_epochs, finetune_steps=finetune_steps, deploy_epochs=deploy_epochs,
         finalists=finalists, free_channels=free_channels, out=out, seed=seed,
@@ -111,5 +122,7 @@ def _print_summary(result: dict[str, Any]) -> None:
     if result["accuracy_pruned"] is not None:
         console.print(f"accuracy (test): dense {result['accuracy_dense']:.1%}, pruned {result['accuracy_pruned']:.1%}, drop {result['accuracy_drop']:.2f} points")
     console.print(result["reason"])
+    for note in result["notes"]:
+        console.print(f"[yellow]note:[/] {note}")
     for path in result["exported"].values():
         console.print(f"  wrote {path}")

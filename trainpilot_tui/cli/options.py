@@ -7,8 +7,19 @@ from typing import Any, Optional
 from .common import usage_error
 
 MODEL_HELP = (
-    "Model: small_cnn, wide_cnn, large_dense, rnn, mlp, or path/to/file.py:ClassName (an nn.Module whose constructor takes no arguments"
-    "). A model file is Python code and runs with your rights, like `python file.py`."
+    "Model: small_cnn (the default), wide_cnn, large_dense, rnn, mlp, or path/to/file.py:ClassName (an nn.Module"
+    " whose constructor takes no arguments). A model file is Python code and runs with your rights, like"
+    " `python file.py`."
+)
+JOB_HELP = (
+    "Your own job instead of --model/--dataset: FILE.py:FUNCTION, where FUNCTION() takes no arguments and returns a"
+    " trainpilot.Job (your model, your data, and a loss or step, an optimizer, a metric), e.g."
+    " `def make_job(): return trainpilot.Job(Net(), (X, y), metric=\"accuracy\")`."
+    " The file is Python code and runs with your rights, like `python FILE.py`."
+)
+WORKERS_HELP = (
+    "Pin the DataLoader worker count of a --job whose data is a Dataset (0: batches are loaded in the training"
+    " process). Default: the agent chooses it with the threads, predicting each pair."
 )
 OBJECTIVE_HELP = (
     "What the agent minimises: time (seconds), energy (joules: measured by RAPL/NVML where the machine allows,"
@@ -20,17 +31,45 @@ DATASET_HELP = (
 )
 
 
+DEFAULT_MODEL = "small_cnn"
+DEFAULT_BATCH_SIZE = 64
+
+
+def check_job_options(job: Optional[str], **others: Any) -> None:
+    """--job names the model and the data itself: with any of `others` given (not None) it is a
+    usage error naming both options. `others` are keyword names as the options are spelt
+    (`model`, `layers`, `batch_size`: --model, --layers, --batch-size)."""
+    if job is None:
+        return
+    given = [f"--{name.replace('_', '-')}" for name, value in others.items() if value is not None]
+    if given:
+        own = given[0] == "--batch-size"
+        why = " (the job sets its own: Job(batch_size=...))" if own else " (the job gives the model and the data)"
+        usage_error(f"--job does not go with {given[0]}{why}")
+
+
 def session_config(
-    *, model: str, dataset: Optional[str], epochs: Optional[int], batch_size: int, lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None,
+    *, model: Optional[str], dataset: Optional[str], epochs: Optional[int], batch_size: Optional[int], lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None,
     compile: bool = False, objective: str = "time",
+    job: Optional[str] = None,
+    workers: Optional[int] = None,
 ) -> Any:
     """The options as a SessionConfig, checked by the core's own validation (run/config.py); a bad
-    option is a usage error (exit 2)."""
+    option is a usage error (exit 2). `model`/`batch_size` None: their defaults (None lets --job
+    tell a given --model from the default)."""
     from trainpilot.errors import ConfigError
     from trainpilot.run.config import SessionConfig, validate_config, with_default_epochs
 
-    model_config: Any = {"name": model, "layers": layers} if layers else model
-    config = SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile, objective=objective)
+    check_job_options(job, model=model, dataset=dataset, layers=layers, batch_size=batch_size)
+    if workers is not None and not job:
+        usage_error("--workers goes with --job (zoo data is in memory and loaded without workers)")
+    name = model or DEFAULT_MODEL
+    # a job's run is named by the job; the session loads it (in the app: in the training process)
+    model_config: Any = job if job else {"name": name, "layers": layers} if layers else name
+    batch = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+    config = SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch, lr=lr, seed=seed,
+                           backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile,
+                           objective=objective, job=job, workers=workers)
     try:
         validate_config(config)
     except ConfigError as exc:

@@ -12,7 +12,15 @@ from typing import Any, Callable, Iterator, Optional
 import typer
 
 from .common import fail, failures_as_one_line, print_json, stderr_console, usage_error
-from .options import DATASET_HELP, MODEL_HELP, OBJECTIVE_HELP
+from .options import (
+    DATASET_HELP,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MODEL,
+    JOB_HELP,
+    MODEL_HELP,
+    OBJECTIVE_HELP,
+    check_job_options,
+)
 
 app = typer.Typer(pretty_exceptions_enable=False)
 
@@ -60,10 +68,12 @@ def _range(value: Optional[float], low: Optional[float], high: Optional[float]) 
 
 @app.command("plan")
 def plan_command(
-    model: str = typer.Option("small_cnn", "--model", "-m", help=MODEL_HELP),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help=MODEL_HELP, show_default=False),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    job: Optional[str] = typer.Option(None, "--job", help=JOB_HELP),
     epochs: int = typer.Option(3, "--epochs", "-e", help="Epochs the run would train."),
-    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", show_default=False,
+                                             help="Mini-batch size (default 64; a --job sets its own)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Plan for a described machine instead of this one: a hardware profile (.toml, see profiles/)."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Predict a multi-machine run instead: a cluster file (.toml: nodes, ranks per node, link; see profiles/clusters/) — compute per rank plus the gradient all-reduce, against the best single node."),
@@ -75,8 +85,12 @@ def plan_command(
 
     The first time on a machine this runs a quick calibration (a few seconds) first.
     """
+    check_job_options(job, model=model, dataset=dataset, layers=layers, batch_size=batch_size)
+    if cluster is not None and job is not None:
+        usage_error("--job does not go with --cluster (a cluster's ranks train zoo models, --model, only)")
     if epochs < 1:
         usage_error("--epochs must be at least 1")
+    batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     if batch_size < 1:
         usage_error("--batch-size must be at least 1")
     from trainpilot.energy.objective import check_objective
@@ -87,7 +101,8 @@ def plan_command(
         usage_error(str(exc))
     from trainpilot.agent.planning import plan_job
 
-    config: Any = {"name": model, "layers": layers} if layers else model
+    name = model or DEFAULT_MODEL
+    config: Any = {"name": name, "layers": layers} if layers else name
     if cluster is not None:
         if hardware is not None:
             usage_error("--cluster names its machines itself; it does not go with --hardware")
@@ -96,7 +111,8 @@ def plan_command(
         cluster_command(cluster, config, dataset, epochs=epochs, batch_size=batch_size, as_json=as_json)
         return
     with failures_as_one_line(), _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
-        report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective)
+        report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective,
+                          job=job)
     if as_json:
         print_json(report)
         return

@@ -11,13 +11,16 @@ import typer
 from trainpilot.run.config import DEFAULT_EPOCHS
 
 from .common import EXIT_OK, EXIT_SIGINT, fail, print_json, usage_error
-from .options import DATASET_HELP, MODEL_HELP, OBJECTIVE_HELP, session_config
+from .options import DATASET_HELP, JOB_HELP, MODEL_HELP, OBJECTIVE_HELP, WORKERS_HELP, session_config
 from .signals import SignalStop
 def run_command(
-    model: str = typer.Option("small_cnn", "--model", "-m", help=MODEL_HELP),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help=MODEL_HELP, show_default=False),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help=DATASET_HELP),
+    job: Optional[str] = typer.Option(None, "--job", help=JOB_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP, show_default=False),
     epochs: Optional[int] = typer.Option(None, "--epochs", "-e", help=f"Epochs to train (default {DEFAULT_EPOCHS}; with --resume, the resumed run's own count).", show_default=False),
-    batch_size: int = typer.Option(64, "--batch-size", "-b", help="Mini-batch size."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", show_default=False,
+                                             help="Mini-batch size (default 64; a --job sets its own)."),
     lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
     seed: int = typer.Option(0, "--seed", help="Seed for weights, split and batch order (the CPU path is deterministic)."),
     backend: str = typer.Option("auto", "--backend", help="auto (the agent decides), cpu, ane, mps, cuda, or split (each batch shared by several workers at once: two 1-thread CPU workers, or an accelerator and the CPU). An unavailable backend falls back to the CPU with the reason."),
@@ -37,6 +40,8 @@ def run_command(
     """Observe, plan, train and report: the agent picks the fastest plan unless --backend says otherwise.
 
     Progress goes to stderr; with --json the result (schema: docs/json.md) goes to stdout.
+    A --job that cannot train (its make_job raises, a loss that is not a scalar, a batch the model
+    cannot take, ...) is a failure: one `error:` line, and with --json the failed result.
     Exit codes: 0 success, 1 failure, 2 usage error, 130 interrupted (Ctrl-C), 143 terminated.
     """
     from trainpilot import events as ev
@@ -44,7 +49,8 @@ def run_command(
 
     from .progress import StderrProgress
 
-    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze, compile=compile, objective=objective)
+    config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze, compile=compile, objective=objective,
+                            job=job, workers=workers)
     from .distributed_run import dispatch_distributed
 
     dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))

@@ -50,6 +50,8 @@ class CompressionScreen(Screen[None]):
         model = self.config.model if isinstance(self.config.model, str) else self.config.model.get("name")
         where = self.config.hardware or "this machine"
         dataset = getattr(self.config.dataset, "source", self.config.dataset) or "demo"  # a path, or a loaded Dataset
+        if self.config.job is not None:  # a job (or its file.py:make_job) brings model and data
+            model, dataset = getattr(self.config.job, "title", self.config.job), "its own data"
         yield Static(f"[b]Compression[/b] {model} on {dataset} for {where}:"
                      f" >= {self.config.target_speedup:g}x at <= {self.config.max_accuracy_drop:g} pt", id="title")
         yield Static("starting", id="status")

@@ -25,12 +25,19 @@ def zoo_models() -> tuple[str, ...]:
 
 
 def model_name(config: SessionConfig) -> str:
+    """The model as the picker lists it: a zoo name, path.py:Class, or the run's job (file.py:make_job)."""
+    if config.job:
+        return config.job
     return config.model if isinstance(config.model, str) else str(config.model.get("name", "small_cnn"))
 
 
 def check_choice(model: str, dataset: str, epochs: str, base: SessionConfig, objective: str | None = None) -> SessionConfig | str:
-    """The new config, or a one-line problem."""
+    """The new config, or a one-line problem. Choosing the run's job (`base.job`) keeps it; any other
+    model leaves the job for that model on the dataset."""
     dataset = dataset.strip()
+    job = base.job if base.job and model == base.job else None
+    if job and dataset and dataset != "demo":
+        return "a job brings its own data: leave the dataset empty, or pick a model"
     if dataset and dataset != "demo" and not Path(dataset).expanduser().exists():
         return f"{dataset}: no such file or directory"
     try:
@@ -39,7 +46,8 @@ def check_choice(model: str, dataset: str, epochs: str, base: SessionConfig, obj
         return f"epochs must be a whole number, got '{epochs}'"
     if count < 1:
         return "epochs must be at least 1"
-    return replace(base, model=model, dataset=dataset or None, epochs=count, resume=None, run_id=None, objective=objective or base.objective)
+    return replace(base, model=model, dataset=None if job else dataset or None, epochs=count, resume=None, run_id=None, objective=objective or base.objective,
+                   job=job)
 
 
 class RunPicker(ModalScreen[SessionConfig | None]):
@@ -58,7 +66,8 @@ class RunPicker(ModalScreen[SessionConfig | None]):
         with Vertical(id="dialog"):
             yield Label("New run", id="title")
             yield Label("Model", classes="field")
-            yield Select([(m, m) for m in models], value=current, allow_blank=False, id="model")
+            choices = [(f"{m} (job)" if m == self.config.job else m, m) for m in models]
+            yield Select(choices, value=current, allow_blank=False, id="model")
             yield Label("Dataset (a path; empty: the bundled demo set)", classes="field")
             yield Input(value=self.config.dataset or "", placeholder="demo", id="dataset")
             yield Label("Epochs", classes="field")

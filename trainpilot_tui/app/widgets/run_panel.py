@@ -79,6 +79,8 @@ class RunPanel(Vertical):
         if started is None:
             self.border_title, self.border_subtitle = "Run", ""
             return
+        # the job's metric names the table's columns (events that do not carry it: the zoo's accuracy)
+        self.query_one(EpochTable).metric = getattr(started, "metric", None) or "accuracy"
         resumed = f", resumed at epoch {started.resumed_from_epoch + 1}" if started.resumed_from_epoch else ""
         self.border_title = f"Run: {started.model} on {started.dataset}"
         self.border_subtitle = f"{started.train_samples} train / {started.val_samples} val · run {started.run_id}{resumed}"
