@@ -161,7 +161,7 @@ class MapData:
         if self._workers_reason is False:
             try:
                 pickle.dumps((self.dataset, self.collate_fn))
-                self._workers_reason = None
+                self._workers_reason = _spawn_import_problem(self.dataset)
             except Exception as exc:  # noqa: BLE001 - whatever pickling raises, workers cannot have it
                 self._workers_reason = f"the dataset cannot be pickled ({describe_exception(exc)})"
         return self._workers_reason  # type: ignore[return-value]
@@ -181,6 +181,28 @@ class MapData:
             pin_memory=pin_memory,
         )
         return iter(loader)
+
+
+def _spawn_import_problem(dataset: Any) -> str | None:
+    """Why spawned workers could not rebuild `dataset` (None: they can, or workers fork). A spawned
+    worker imports the dataset's class by its module's name: a class from a `--job` file (loaded
+    under a private name) or from `__main__` of an interactive session is not importable there."""
+    import importlib.util
+    import multiprocessing
+
+    if multiprocessing.get_start_method(allow_none=True) in (None, "fork") and hasattr(__import__("os"), "fork"):
+        return None
+    module = type(dataset).__module__
+    try:
+        found = module != "__main__" and importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        return None
+    return (
+        f"workers start by spawn here and could not import {type(dataset).__name__} from '{module}'"
+        " (define the Dataset in an importable module)"
+    )
 
 
 def resolve_data(data: Any, *, collate_fn: Any = None, what: str = "data") -> tuple[Any, dict[str, Any]]:

@@ -126,7 +126,9 @@ class Objective:
     def metric(self, output: Any, target: Any) -> float | None:
         if self.metric_fn is None or output is None:
             return None
-        return float(self.metric_fn(output, target))
+        with torch.no_grad():  # a metric is read, not trained: no graph, no requires_grad warnings
+            detached = output.detach() if isinstance(output, torch.Tensor) else output
+            return float(self.metric_fn(detached, target))
 
 
 def check_loss(loss: Any, what: str) -> torch.Tensor:

@@ -51,7 +51,8 @@ class Pipeline:
                 f"{who}: loading {ms:.1f} ms a batch would stall the {self.compute_s * 1e3:.1f} ms step"
                 f" ({self.load_s / self.workers * 1e3:.1f} ms a batch with {self.workers})"
             )
-        return f"{who} hide loading {ms:.1f} ms a batch behind the {self.compute_s * 1e3:.1f} ms step"
+        verb = "hides" if self.workers == 1 else "hide"
+        return f"{who} {verb} loading {ms:.1f} ms a batch behind the {self.compute_s * 1e3:.1f} ms step"
 
 
 def pipeline(

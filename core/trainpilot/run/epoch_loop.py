@@ -51,7 +51,8 @@ class EpochLoop:
                 return
             epoch, first_step, totals = epoch + 1, 0, Totals()
             segments = [Segment(s.plan)]  # type: ignore[arg-type]
-        yield s.finish("success", success_message(s.config, s.plan, s.rt))  # type: ignore[arg-type]
+        metric = s.prepared.objective.metric_name if s.prepared is not None else "accuracy"
+        yield s.finish("success", success_message(s.config, s.plan, s.rt, metric))  # type: ignore[arg-type]
 
     def epoch(
         self, epoch: int, first_step: int, totals: Totals, segments: list[Segment]

@@ -74,8 +74,11 @@ def run_result(
     }
 
 
-def success_message(config: SessionConfig, plan: Plan, rt: Runtime) -> str:
-    acc = f", validation accuracy {rt.val_accuracy:.1%}" if rt.val_accuracy is not None else ""
+def success_message(config: SessionConfig, plan: Plan, rt: Runtime, metric: str | None = "accuracy") -> str:
+    acc = ""
+    if rt.val_accuracy is not None:
+        value = f"{rt.val_accuracy:.1%}" if metric == "accuracy" else f"{rt.val_accuracy:.4g}"
+        acc = f", validation {metric or 'metric'} {value}"
     if rt.val_accuracy is None and rt.epoch_records and rt.epoch_records[-1].get("val_loss") is not None:
         acc = f", validation loss {rt.epoch_records[-1]['val_loss']:.4g}"
     pred = f" (predicted {fmt_s(rt.predicted_total_s)})" if rt.predicted_total_s else ""
