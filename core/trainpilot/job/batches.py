@@ -115,6 +115,7 @@ class MapData:
         self.sampler = sampler  # a DataLoader's own sampler (not Random/Sequential), drawn once per epoch
         self.source = source or type(dataset).__name__
         self._workers_reason: str | None | bool = False  # False: not checked yet
+        self._loaders: dict[tuple[int, bool], tuple[Any, _Batches]] = {}  # (workers, pin) -> DataLoader
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -167,20 +168,47 @@ class MapData:
         return self._workers_reason  # type: ignore[return-value]
 
     def loader(self, batches: list[np.ndarray], workers: int, pin_memory: bool = False) -> Iterator[Any]:
-        """Iterate `batches` (lists of positions), loaded by `workers` processes (0: this one)."""
+        """Iterate `batches` (lists of positions), loaded by `workers` processes (0: this one).
+        The workers persist from one call to the next (an epoch's, a restart mid-epoch): each call
+        points the loader's batch sampler at its batches, so workers start once per worker count,
+        not at every epoch (~40 ms each time, measured in docs/jobs.md)."""
         if workers <= 0:
             return (self.batch(b) for b in batches)
         from torch.utils.data import DataLoader
 
-        mapped = [[int(i) for i in self.indices[b]] for b in batches]
-        loader = DataLoader(
-            self.dataset,
-            batch_sampler=mapped,
-            num_workers=workers,
-            collate_fn=self.collate_fn,
-            pin_memory=pin_memory,
-        )
+        key = (workers, pin_memory)
+        if key not in self._loaders:
+            sampler = _Batches()
+            loader = DataLoader(
+                self.dataset,
+                batch_sampler=sampler,
+                num_workers=workers,
+                collate_fn=self.collate_fn,
+                pin_memory=pin_memory,
+                persistent_workers=True,
+            )
+            self._loaders[key] = (loader, sampler)
+        loader, sampler = self._loaders[key]
+        sampler.batches = [[int(i) for i in self.indices[b]] for b in batches]
         return iter(loader)
+
+    def close(self) -> None:
+        """End the loaders' worker processes (a plan switch, the run's end)."""
+        self._loaders.clear()
+
+
+class _Batches:
+    """A batch sampler whose batches are set before each iteration: an epoch's order, or its rest
+    after a restart. It is iterated in the training process, so persistent workers follow it."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(list(self.batches))
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 def _spawn_import_problem(dataset: Any) -> str | None:

@@ -10,8 +10,8 @@ load leaves free) — w processes busy load/step of the time each — through th
 model that predicts a busy core's effect (roofline_terms.load_weights). So one thread and one
 worker on two cores is a plan whose compute runs undisturbed while loading is hidden, and two
 threads with one worker pay the OpenMP penalty of sharing a core. `handoff` is the batch's trip
-from the worker to the training process; the workers start once per epoch and the first batch
-of each epoch is loaded before anything overlaps it.
+from the worker to the training process; the first batch of each epoch is loaded before anything
+overlaps it; the workers start once a run (they persist between epochs).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from trainpilot.plans import Plan
 
-WORKER_START_S = 0.02  # forking one DataLoader worker (per epoch: the loaders are not persistent)
+WORKER_START_S = 0.02  # starting one DataLoader worker (once a run: the workers persist between epochs)
 HANDOFF_S = 2e-4  # one batch through the workers' queue (pickled, to shared memory, unpickled)
 
 
@@ -31,8 +31,9 @@ class Pipeline:
     compute_s: float  # its compute part, under the workers' load
     load_s: float  # one batch loaded by one process
     workers: int
-    per_epoch_extra_s: float  # workers starting, the epoch's first batch
+    per_epoch_extra_s: float  # the epoch's first batch, which nothing overlaps
     worker_cores: float  # cores the workers keep busy
+    start_s: float = 0.0  # the workers starting, once a run
 
     @property
     def stalls(self) -> bool:
@@ -64,15 +65,19 @@ def pipeline(
     if workers == 0:
         compute = compute_step(busy_cores)
         return Pipeline(compute + load_s, compute, load_s, 0, 0.0, 0.0)
+    threads = plan.threads or 1 if plan.backend == "cpu" else 1
+    free = max(float(logical_cpus) - busy_cores, 0.25)
     compute = compute_step(busy_cores)
     cores = 0.0
     for _ in range(3):  # the workers' load slows compute, which lowers their duty: a fixed point
         step = max(compute, load_s / workers)
         cores = min(float(workers), load_s / max(step, 1e-9))
-        compute = compute_step(min(busy_cores + cores, float(logical_cpus)))
+        # Threads and workers oversubscribing the free cores: a worker loading on one of several
+        # compute threads' cores stalls every parallel region at its barrier, however short its
+        # turn, so compute meets a busy core per worker, not the workers' average duty.
+        met = float(workers) if threads > 1 and threads + workers > free else cores
+        compute = compute_step(min(busy_cores + met, float(logical_cpus)))
     # The cores left by other load bound it too: compute's threads and the loading share them.
-    threads = plan.threads or 1 if plan.backend == "cpu" else 1
-    free = max(float(logical_cpus) - busy_cores, 0.25)
     shared = (compute_step(busy_cores) * min(float(threads), free) + load_s) / free
     step = max(compute, load_s / workers, shared) + HANDOFF_S
-    return Pipeline(step, compute, load_s, workers, workers * WORKER_START_S + load_s, cores)
+    return Pipeline(step, compute, load_s, workers, load_s, cores, workers * WORKER_START_S)

@@ -60,9 +60,9 @@ def with_loading(
 
     flow = pipeline(compute_step, features.load_s_per_batch, plan, busy_cores, calibration.logical_cpus)
     epoch_s = features.steps * flow.step_s + flow.per_epoch_extra_s
-    run_s = compute.run_s - features.epochs * compute.per_epoch_s + features.epochs * epoch_s
+    run_s = compute.run_s - features.epochs * compute.per_epoch_s + features.epochs * epoch_s + flow.start_s
     breakdown = dict(compute.breakdown)
-    breakdown["loading"] = features.epochs * (epoch_s - compute.per_epoch_s)
+    breakdown["loading"] = features.epochs * (epoch_s - compute.per_epoch_s) + flow.start_s
     return replace(
         compute,
         run_s=run_s,

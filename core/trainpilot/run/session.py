@@ -303,6 +303,8 @@ class TrainingSession:
     def finish(self, status: str, message: str) -> ev.RunFinished:
         if self.energy_meter is not None:
             self.energy_meter.close()
+        if self.trainer is not None and hasattr(self.trainer, "close_loaders"):
+            self.trainer.close_loaders()  # a job's DataLoader workers end with the run
         self.recorder.close_progress()
         status, message = self.strategy.finish(status, message, self.trainer)
         result = self.result(status, message)

@@ -112,9 +112,16 @@ class Trainer:
         self.device, self.plan = device, plan
         self._in_train_mode = False
         self._stream = None  # the next batch comes from loaders of the new plan's worker count
+        self.close_loaders()
         if self._runner is not None:
             self._runner.close()
         self._runner = backend.step_runner(self.model, plan)  # None: this loop runs the step
+
+    def close_loaders(self) -> None:
+        """End any DataLoader workers the data sets keep (persistent between epochs)."""
+        for data in (self.train_set, self.val_set):
+            if hasattr(data, "close"):
+                data.close()
 
     def synchronize(self) -> None:
         if self.plan is not None:
@@ -148,7 +155,7 @@ class Trainer:
                 return self._batch(self._inputs, idx), torch.as_tensor(data.y[idx])
             return data.batch(idx)
         if self._stream is None or self._stream[:2] != (epoch, step):
-            self._stream = None  # an earlier loader's workers end before the new loader forks its own
+            self._stream = None  # an earlier iterator is dropped before the loader is pointed elsewhere
             order = self.epoch_order(epoch)
             starts = range(step * self.batch_size, len(order), self.batch_size)
             batches = [order[s : s + self.batch_size] for s in starts]
@@ -157,9 +164,7 @@ class Trainer:
         batch = next(self._stream[2])
         self._stream = (epoch, step + 1, self._stream[2])
         if step + 1 >= self.steps_per_epoch:
-            # the epoch's last batch: drop the loader now, so its workers end here and are not
-            # copied into the next loader's forked workers (which would then try to end them)
-            self._stream = None
+            self._stream = None  # the epoch's last batch: its iterator is done (the workers persist)
         return batch
 
     def train_step(self, epoch: int, step: int) -> StepResult:
