@@ -98,6 +98,9 @@ def plan_job(
     from trainpilot.machine.monitor import measure_load
 
     check_objective(objective)
+    from trainpilot.machine.allocator import keep_freed_memory
+
+    keep_freed_memory()  # as a run sets it before anything is timed: the job's step probe runs as its steps will
 
     if job is not None:
         from trainpilot.job.prepare import prepare

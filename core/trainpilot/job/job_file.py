@@ -6,26 +6,12 @@ What goes wrong in it is one JobError naming the file and the line where it happ
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-import traceback
 from pathlib import Path
 
 from trainpilot.errors import JobError
-from trainpilot.job.models import exception_line
 from trainpilot.job.spec import Job
-
-
-def _where(exc: BaseException, path: Path) -> str:
-    """`train.py, line 12` for the deepest frame of the user's file in the traceback."""
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        try:
-            if Path(frame.filename).resolve() == path.resolve():
-                line = frame.lineno
-        except OSError:
-            continue
-    return f"line {line}" if line else "at import"
+from trainpilot.job.user_code import exception_line, import_file, line_in
 
 
 def load_job(reference: str) -> Job:
@@ -38,23 +24,13 @@ def load_job(reference: str) -> Job:
         raise JobError("job file not found", path)
     if not name.isidentifier():
         raise JobError(f"'{name}' is not a function name (expected path.py:make_job)", path)
-    module_name = f"trainpilot_user_job_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise JobError("cannot be imported as a Python module", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
     # the file's own folder is importable from it, as `python train.py` would make it
     folder = str(path.resolve().parent)
     added = folder not in sys.path
     if added:
         sys.path.insert(0, folder)
     try:
-        try:
-            spec.loader.exec_module(module)
-        except (Exception, SystemExit) as exc:
-            sys.modules.pop(module_name, None)
-            raise JobError(f"importing it failed ({_where(exc, path)}): {exception_line(exc)}", path) from exc
+        module = import_file(path, "trainpilot_user_job", JobError, with_line=True)
         make = getattr(module, name, None)
         if make is None:
             raise JobError(f"defines no '{name}'", path)
@@ -65,7 +41,7 @@ def load_job(reference: str) -> Job:
         except JobError as exc:
             raise JobError(exc.problem, path) from exc
         except (Exception, SystemExit) as exc:
-            raise JobError(f"{name}() failed ({_where(exc, path)}): {exception_line(exc)}", path) from exc
+            raise JobError(f"{name}() failed ({line_in(exc, path)}): {exception_line(exc)}", path) from exc
     finally:
         if added and folder in sys.path:
             sys.path.remove(folder)

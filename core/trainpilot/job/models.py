@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,8 +11,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainpilot.errors import WorkloadError, describe_exception
+from trainpilot.errors import WorkloadError
 from trainpilot.job.model_names import DEFAULT_LAYERS, ZOO
+from trainpilot.job.user_code import exception_line, import_file
 
 
 @dataclass(frozen=True)
@@ -203,17 +202,7 @@ def load_user_model(reference: str) -> nn.Module:
         raise WorkloadError("model file not found", path)
     if not class_name.isidentifier():
         raise WorkloadError(f"'{class_name}' is not a class name (expected path.py:ClassName)", path)
-    module_name = f"trainpilot_user_model_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise WorkloadError("cannot be imported as a Python module", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # the user's code: report, don't crash (nor exit with its code)
-        sys.modules.pop(module_name, None)
-        raise WorkloadError(f"importing it failed: {exception_line(exc)}", path) from exc
+    module = import_file(path, "trainpilot_user_model", WorkloadError)
     cls = getattr(module, class_name, None)
     if cls is None:
         raise WorkloadError(f"defines no '{class_name}'", path)
@@ -223,10 +212,3 @@ def load_user_model(reference: str) -> nn.Module:
         return cls()
     except (Exception, SystemExit) as exc:
         raise WorkloadError(f"{class_name}() failed (it must take no arguments): {exception_line(exc)}", path) from exc
-
-
-def exception_line(exc: BaseException) -> str:
-    """What a user's file did wrong, in one line: a sys.exit() is named as such, not as SystemExit."""
-    if isinstance(exc, SystemExit):
-        return f"it called sys.exit({exc.code!r})"
-    return describe_exception(exc)

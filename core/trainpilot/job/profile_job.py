@@ -14,7 +14,7 @@ from torch import nn
 
 from trainpilot.errors import JobError
 from trainpilot.job.objective import Objective, batch_size_of, explain_failure
-from trainpilot.job.workload import WorkloadProfile, _kind, _learnable_layers, _recurrent_flops, flop_counter
+from trainpilot.job.workload import ActivationMeter, WorkloadProfile, assemble_profile, flop_counter, layer_census
 
 
 def first_tensor(batch: Any) -> torch.Tensor | None:
@@ -41,29 +41,15 @@ def profile_job(
 ) -> WorkloadProfile:
     """Profile `model` on `batch` (a few samples collated as training collates them)."""
     probe = batch_size_of(batch) or 1
-    layers = _learnable_layers(model)
-    kinds: dict[str, int] = {}
-    for layer in layers:
-        kinds[_kind(layer)] = kinds.get(_kind(layer), 0) + 1
-    params = sum(p.numel() for p in model.parameters())
-    if params == 0:
+    params = list(model.parameters())
+    if not params:
         raise JobError(f"{name}: the model has no parameters to train")
-    if not any(p.requires_grad for p in model.parameters()):
+    if not any(p.requires_grad for p in params):
         raise JobError(f"{name}: none of the model's parameters requires grad; nothing would train")
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    activation_bytes = 0
-
-    def count_output(_m: nn.Module, _inp: Any, out: Any) -> None:
-        nonlocal activation_bytes
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
-                activation_bytes += t.numel() * t.element_size()
-
-    hooks = [m.register_forward_hook(count_output) for m in model.modules() if not list(m.children())]
     was_training = model.training
     model.train()
     try:
-        with flop_counter() as counter:
+        with flop_counter() as counter, ActivationMeter(model) as activations:
             loss, output, _target = objective(model, batch)
             forward_flops = counter.get_total_flops()
             if not torch.isfinite(loss.detach()):
@@ -75,35 +61,23 @@ def profile_job(
     except Exception as exc:
         raise explain_failure(name, batch, exc) from exc
     finally:
-        for h in hooks:
-            h.remove()
         model.zero_grad(set_to_none=True)
         model.train(was_training)
 
     x = first_tensor(batch)
     input_shape = tuple(int(d) for d in x.shape[1:]) if x is not None and x.ndim > 1 else (1,)
-    recurrent_steps = input_shape[0] if kinds.get("recurrent") and len(input_shape) >= 2 else 0
-    rnn_fwd = _recurrent_flops(model, recurrent_steps) * probe if recurrent_steps else 0.0
-    forward_flops += rnn_fwd
-    total_flops += rnn_fwd * 3  # backward of a matmul costs about twice its forward
-    num_classes = int(output.shape[1]) if isinstance(output, torch.Tensor) and output.ndim == 2 else 0
-    n_layers = max(len(layers), 1)
-    return WorkloadProfile(
-        model=name,
-        params=params,
-        layers=len(layers),
-        depth=len(layers),
-        has_conv=kinds.get("conv", 0) > 0,
-        has_rnn=kinds.get("recurrent", 0) > 0,
-        avg_layer_size=params / n_layers,
-        layer_kinds=kinds,
-        flops_per_sample=total_flops / probe,
-        forward_flops_per_sample=forward_flops / probe,
-        weight_bytes=weight_bytes,
-        activation_bytes_per_sample=activation_bytes // probe,
+    recurrent = layer_census(model)[1].get("recurrent")
+    return assemble_profile(
+        model,
+        name=name,
+        probe=probe,
+        forward_flops=forward_flops,
+        total_flops=total_flops,
+        activation_bytes=activations.bytes,
         input_shape=input_shape if math.prod(input_shape) > 0 else (1,),
-        num_classes=num_classes,
-        dataset_size=int(dataset_size),
-        batch_size=int(batch_size),
-        epochs=int(epochs),
+        recurrent_steps=input_shape[0] if recurrent and len(input_shape) >= 2 else 0,
+        num_classes=int(output.shape[1]) if isinstance(output, torch.Tensor) and output.ndim == 2 else 0,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        epochs=epochs,
     )

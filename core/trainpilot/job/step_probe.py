@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-PROBE_MAX_S = 0.5  # stop timing once this much time has gone (after one timed step at least)
-PROBE_MAX_STEPS = 5
+PROBE_MAX_S = 1.0  # stop timing once this much time has gone (after one timed step at least)
+PROBE_MAX_STEPS = 20
 
 
 def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any) -> float:

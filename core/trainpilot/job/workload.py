@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from trainpilot.errors import WorkloadError
-from trainpilot.job.models import exception_line, is_user_model, sequence_shape
+from trainpilot.job.models import is_user_model, sequence_shape
+from trainpilot.job.user_code import exception_line
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,80 @@ def flop_counter() -> Any:
     return FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: _conv_backward_flops})
 
 
+class ActivationMeter:
+    """Bytes of every leaf module's outputs during the passes inside it: the activations a backward
+    pass keeps."""
+
+    def __init__(self, model: nn.Module):
+        self.model, self.bytes, self._hooks = model, 0, []  # type: ignore[var-annotated]
+
+    def _count(self, _m: nn.Module, _inp: Any, out: Any) -> None:
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.bytes += t.numel() * t.element_size()
+
+    def __enter__(self) -> ActivationMeter:
+        leaves = [m for m in self.model.modules() if not list(m.children())]
+        self._hooks = [m.register_forward_hook(self._count) for m in leaves]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for h in self._hooks:
+            h.remove()
+
+
+def layer_census(model: nn.Module) -> tuple[list[nn.Module], dict[str, int]]:
+    """The learnable layers and their count by kind."""
+    layers = _learnable_layers(model)
+    kinds: dict[str, int] = {}
+    for layer in layers:
+        kinds[_kind(layer)] = kinds.get(_kind(layer), 0) + 1
+    return layers, kinds
+
+
+def assemble_profile(
+    model: nn.Module,
+    *,
+    name: str,
+    probe: int,
+    forward_flops: float,
+    total_flops: float,
+    activation_bytes: int,
+    input_shape: tuple[int, ...],
+    recurrent_steps: int,
+    num_classes: int,
+    dataset_size: int,
+    batch_size: int,
+    epochs: int,
+) -> WorkloadProfile:
+    """The profile of `model` from what one pass of `probe` samples counted. Recurrent layers'
+    FLOPs are added here: the flop counter does not see fused RNN kernels."""
+    layers, kinds = layer_census(model)
+    params = sum(p.numel() for p in model.parameters())
+    rnn_fwd = _recurrent_flops(model, recurrent_steps) * probe if recurrent_steps else 0.0
+    forward_flops += rnn_fwd
+    total_flops += rnn_fwd * 3  # backward of a matmul costs about twice its forward
+    return WorkloadProfile(
+        model=name,
+        params=params,
+        layers=len(layers),
+        depth=len(layers),
+        has_conv=kinds.get("conv", 0) > 0,
+        has_rnn=kinds.get("recurrent", 0) > 0,
+        avg_layer_size=params / max(len(layers), 1),
+        layer_kinds=kinds,
+        flops_per_sample=total_flops / probe,
+        forward_flops_per_sample=forward_flops / probe,
+        weight_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
+        activation_bytes_per_sample=activation_bytes // probe,
+        input_shape=input_shape,
+        num_classes=num_classes,
+        dataset_size=int(dataset_size),
+        batch_size=int(batch_size),
+        epochs=int(epochs),
+    )
+
+
 def profile_model(
     model: nn.Module,
     input_shape: tuple[int, ...],
@@ -160,31 +235,13 @@ def profile_model(
     """Count parameters, layers, FLOPs and bytes on a real forward+backward pass of 2 samples."""
     input_shape = tuple(int(d) for d in input_shape)
     where = name.rpartition(":")[0] if is_user_model(name) else None  # a user's file: name it in errors
-    layers = _learnable_layers(model)
-    kinds: dict[str, int] = {}
-    for layer in layers:
-        kinds[_kind(layer)] = kinds.get(_kind(layer), 0) + 1
-    params = sum(p.numel() for p in model.parameters())
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-
     probe_batch = 2
-    activation_bytes = 0
-
-    def count_output(_m: nn.Module, _inp: Any, out: Any) -> None:
-        nonlocal activation_bytes
-        tensors = out if isinstance(out, (tuple, list)) else (out,)
-        for t in tensors:
-            if isinstance(t, torch.Tensor):
-                activation_bytes += t.numel() * t.element_size()
-
-    leaves = [m for m in model.modules() if not list(m.children())]
-    hooks = [m.register_forward_hook(count_output) for m in leaves]
     was_training = model.training
     model.train()
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     x = torch.randn(probe_batch, *input_shape, device=device)
     try:
-        with flop_counter() as counter:
+        with flop_counter() as counter, ActivationMeter(model) as activations:
             out = model(x)
             if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != probe_batch:
                 raise WorkloadError(
@@ -203,36 +260,25 @@ def profile_model(
             f"a forward/backward pass on input {input_shape} failed: {exception_line(exc)}", where
         ) from exc
     finally:
-        for h in hooks:
-            h.remove()
         model.zero_grad(set_to_none=True)
         model.train(was_training)
 
     if out.shape[1] < 2:
         raise WorkloadError(f"the model outputs {out.shape[1]} logit(s); a classifier needs at least 2", where)
-    steps = sequence_shape(input_shape)[0] if kinds.get("recurrent") else 0
-    rnn_fwd = _recurrent_flops(model, steps) * probe_batch if steps else 0.0
-    forward_flops += rnn_fwd
-    total_flops += rnn_fwd * 3  # backward of a matmul costs about twice its forward
-    n_layers = max(len(layers), 1)
-    return WorkloadProfile(
-        model=name,
-        params=params,
-        layers=len(layers),
-        depth=len(layers),
-        has_conv=kinds.get("conv", 0) > 0,
-        has_rnn=kinds.get("recurrent", 0) > 0,
-        avg_layer_size=params / n_layers,
-        layer_kinds=kinds,
-        flops_per_sample=total_flops / probe_batch,
-        forward_flops_per_sample=forward_flops / probe_batch,
-        weight_bytes=weight_bytes,
-        activation_bytes_per_sample=activation_bytes // probe_batch,
+    kinds = layer_census(model)[1]
+    return assemble_profile(
+        model,
+        name=name,
+        probe=probe_batch,
+        forward_flops=forward_flops,
+        total_flops=total_flops,
+        activation_bytes=activations.bytes,
         input_shape=input_shape,
+        recurrent_steps=sequence_shape(input_shape)[0] if kinds.get("recurrent") else 0,
         num_classes=int(out.shape[1]) if num_classes <= 0 else num_classes,
-        dataset_size=int(dataset_size),
-        batch_size=int(batch_size),
-        epochs=int(epochs),
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        epochs=epochs,
     )
 
 
