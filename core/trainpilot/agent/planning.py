@@ -109,7 +109,11 @@ def plan_job(
             from trainpilot.job.job_file import load_job
 
             job = load_job(job)
-        profile = _keeping_random_state(lambda: prepare(job, epochs=epochs, val_fraction=val_fraction).profile)
+        from trainpilot.machine.contention import ExternalCpuMeter
+
+        profile = _keeping_random_state(
+            lambda: prepare(job, epochs=epochs, val_fraction=val_fraction, meter=ExternalCpuMeter).profile
+        )
     else:
         profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
     calibrated_now = False

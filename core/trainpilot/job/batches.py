@@ -192,6 +192,14 @@ class MapData:
         sampler.batches = [[int(i) for i in self.indices[b]] for b in batches]
         return iter(loader)
 
+    def worker_pids(self) -> list[int]:
+        """The processes its loaders keep (DataLoader's own iterator holds them: `_workers`)."""
+        pids = []
+        for loader, _sampler in self._loaders.values():
+            iterator = getattr(loader, "_iterator", None)
+            pids += [w.pid for w in getattr(iterator, "_workers", []) if w.pid is not None]
+        return pids
+
     def close(self) -> None:
         """End the loaders' worker processes (a plan switch, the run's end)."""
         self._loaders.clear()

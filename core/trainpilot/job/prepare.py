@@ -89,8 +89,10 @@ def build_from(job: Job) -> Any:
     return model
 
 
-def prepare(job: Job, *, epochs: int, val_fraction: float = 0.1, seed: int = 0) -> PreparedJob:
-    """Resolve, split and profile `job` for a run of `epochs` epochs."""
+def prepare(job: Job, *, epochs: int, val_fraction: float = 0.1, seed: int = 0, meter: Any = None) -> PreparedJob:
+    """Resolve, split and profile `job` for a run of `epochs` epochs. `meter`: a context manager
+    factory whose `.result.cores` says what other processes used meanwhile (machine/contention.py's
+    ExternalCpuMeter): with it, the job's step is also probed on every core when the machine is quiet."""
     from torch import nn
 
     data, taken = resolve_data(job.data, collate_fn=job.collate_fn)
@@ -123,23 +125,36 @@ def prepare(job: Job, *, epochs: int, val_fraction: float = 0.1, seed: int = 0) 
             probe, batch, objective, name=job.title, dataset_size=len(train_set), batch_size=batch_size, epochs=epochs
         )
         _check_val(job, val_set, objective, batch)
-        step_s = _probe(job, probe, train_set, objective, batch_size)
+        probes = _probe(job, probe, train_set, objective, batch_size, meter)
         form = "step" if job.step is not None else "loss"
-        profile = replace(profile, extra={**profile.extra, "job_form": form, "probe_step_s": step_s})
+        profile = replace(profile, extra={**profile.extra, "job_form": form, **probes})
     profile = replace(profile, **_loading(job, train_set, batch_size))
     return PreparedJob(job, data, train_set, val_set, profile, objective, seed, batch_size, taken.get("shuffle", True))
 
 
-def _probe(job: Job, model: Any, train_set: Any, objective: Objective, batch_size: int) -> float:
-    """One full batch's training step, timed on one thread (job/step_probe.py)."""
+QUIET_CORES = 0.3  # other processes' CPU below which an all-core probe measures the job, not the load
+
+
+def _probe(job: Job, model: Any, train_set: Any, objective: Objective, batch_size: int, meter: Any) -> dict[str, Any]:
+    """One full batch's training step timed on one thread (`probe_step_s`) and, on a quiet machine,
+    on every core (`probe_all_s` at `probe_threads`): job/step_probe.py."""
+    import os
+
     import torch
 
     from trainpilot.job.step_probe import probe_step
 
     batch = train_set.batch(np.arange(min(batch_size, len(train_set))))
     make = job.optimizer or (lambda params: torch.optim.Adam(params, lr=1e-3))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     try:
-        return probe_step(model, batch, objective, make)
+        out: dict[str, Any] = {"probe_step_s": probe_step(model, batch, objective, make)}
+        if meter is not None and cores > 1:
+            with meter() as watched:
+                all_s = probe_step(model, batch, objective, make, threads=cores)
+            if watched.result.cores < QUIET_CORES:
+                out.update(probe_all_s=all_s, probe_threads=cores)
+        return out
     except Exception as exc:
         raise JobError(f"{job.title}: a training step on a full batch failed: {describe_exception(exc)}") from exc
 

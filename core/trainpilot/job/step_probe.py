@@ -5,7 +5,8 @@ own ops may run at other rates (attention's small batched matmuls, depthwise con
 small element-wise ops). Timing its real step once, on one thread, gives the cost model the
 job's own pace (predict/roofline.py `probe_ratio`); the thread scaling and the load's effect
 still come from calibration. One thread: on a machine with a busy core, a one-thread step is the
-one the other load disturbs least.
+one the other load disturbs least. When the machine is quiet during a second probe on every core,
+that one gives the job's own thread scaling too (its small ops may scale worse than the zoo's).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ PROBE_MAX_S = 1.0  # stop timing once this much time has gone (after one timed s
 PROBE_MAX_STEPS = 20
 
 
-def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any) -> float:
+def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any, threads: int = 1) -> float:
     """The fastest of a few steady training steps of `model` on `batch` (forward, loss, backward,
-    optimizer step), on one thread; the first step (allocations, lazy init) is not counted."""
+    optimizer step) on `threads` threads; the first step (allocations, lazy init) is not counted."""
     import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
         optimizer = make_optimizer(model.parameters())
         model.train()
@@ -42,5 +43,5 @@ def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any) -> f
                     break
         return min(times)
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(before)
         model.zero_grad(set_to_none=True)

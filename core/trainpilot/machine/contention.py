@@ -135,6 +135,23 @@ def count_as_ui(pid: int) -> None:
         pass
 
 
+_WORK_PROCESSES: dict[int, psutil.Process] = {}
+
+
+def count_as_work(pids: list[int]) -> None:
+    """From now on, meters in this process count these processes' CPU as the timed work's own, not
+    as load: a job's DataLoader workers load its batches, the run itself."""
+    for pid in pids:
+        if pid in _WORK_PROCESSES:
+            continue
+        try:
+            _WORK_PROCESSES[pid] = psutil.Process(pid)
+        except psutil.Error:  # gone already: nothing of it to count
+            pass
+    for pid in [p for p, proc in _WORK_PROCESSES.items() if not proc.is_running()]:
+        del _WORK_PROCESSES[pid]  # ended workers: a later process may reuse the pid
+
+
 def _ui_processes_cpu(processes: list[psutil.Process]) -> dict[int, float]:
     out = {}
     for proc in processes:
@@ -192,6 +209,7 @@ class ExternalCpuMeter:
         self._own0 = self._own()
         self._helpers0 = self._helpers()
         self._ui0 = _ui_processes_cpu(self._ui_processes)
+        self._work0 = _ui_processes_cpu(list(_WORK_PROCESSES.values()))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -210,6 +228,12 @@ class ExternalCpuMeter:
             max(cpu - self._ui0.get(pid, cpu), 0.0) for pid, cpu in _ui_processes_cpu(self._ui_processes).items()
         )
         others = max(others - ui_process, 0.0)
+        # The run's own worker processes (registered while the block ran, if not before) are its work.
+        work = sum(
+            max(cpu - self._work0.get(pid, 0.0), 0.0)
+            for pid, cpu in _ui_processes_cpu(list(_WORK_PROCESSES.values())).items()
+        )
+        others = max(others - work, 0.0)
         self.result = ExternalCpu(wall, others + ui + ui_process, ui + ui_process)
 
 

@@ -12,6 +12,7 @@ to one busy core; the observed load picks between (see `load_weights`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from trainpilot.plans import Plan
@@ -107,23 +108,36 @@ def _compute_estimate(
     fit_error = blend(lambda r: r.fit_error)
     found = RooflineEstimate(run_s, epoch_s, step_s, terms, w, extra, float(fit_error))
     if plan.backend == "cpu" and features.probe_step_s > 0 and not probing:
-        return _scaled(found, probe_ratio(features, calibration))
+        return _scaled(found, probe_ratio(features, calibration, plan.threads or calibration.logical_cpus))
     return found
 
 
 PROBE_RATIO_BOUNDS = (0.25, 4.0)  # a probe further off than this measured something else (a page fault storm)
 
 
-def probe_ratio(features: WorkFeatures, calibration: Calibration) -> float:
+def probe_ratio(features: WorkFeatures, calibration: Calibration, threads: int = 1) -> float:
     """How much slower (>1) or faster the job's own steps ran than the roofline says, measured
-    on one thread before planning (job/step_probe.py): the roofline is fit to the zoo's layers,
-    and a job's ops (attention's small batched matmuls, depthwise convolutions) may run at
-    other rates. One thread, idle rates: a probe on one core is barely touched by another busy one."""
-    one = _compute_estimate(features, Plan("cpu", threads=1), 0.0, calibration, probing=True)
-    if one is None or one.step_s <= 0:
-        return 1.0
+    before planning (job/step_probe.py): the roofline is fit to the zoo's layers, and a job's ops
+    (attention's small batched matmuls, depthwise convolutions) may run at other rates. Measured on
+    one thread (a probe on one core is barely touched by another busy one) and, when the machine
+    was quiet, on every core too: between them the ratio follows log2 of the thread count."""
     low, high = PROBE_RATIO_BOUNDS
-    return min(max(features.probe_step_s / one.step_s, low), high)
+
+    def ratio(measured: float, at: int) -> float | None:
+        roof = _compute_estimate(features, Plan("cpu", threads=at), 0.0, calibration, probing=True)
+        return min(max(measured / roof.step_s, low), high) if roof is not None and roof.step_s > 0 else None
+
+    one = ratio(features.probe_step_s, 1)
+    if one is None:
+        return 1.0
+    top = features.probe_threads
+    if threads <= 1 or top <= 1 or features.probe_all_s <= 0:
+        return one
+    every = ratio(features.probe_all_s, top)
+    if every is None:
+        return one
+    share = min(math.log2(threads) / math.log2(top), 1.0)
+    return one + (every - one) * share
 
 
 def _scaled(found: RooflineEstimate, ratio: float) -> RooflineEstimate:
@@ -138,7 +152,7 @@ def _scaled(found: RooflineEstimate, ratio: float) -> RooflineEstimate:
         per_epoch_s=found.per_epoch_s * ratio,
         step_s=found.step_s * ratio,
         breakdown=breakdown,
-        note=f"the job's own steps ran {ratio:.2f}x the roofline's pace on one thread",
+        note=f"the job's own steps run {ratio:.2f}x the roofline's pace here (probed)",
     )
 
 

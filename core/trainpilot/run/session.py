@@ -167,7 +167,9 @@ class TrainingSession:
 
             own = replace(own, workers=cfg.workers)
         if own is not None:
-            job = prepare(own, epochs=cfg.epochs, val_fraction=cfg.val_fraction, seed=cfg.seed)
+            from trainpilot.machine.contention import ExternalCpuMeter
+
+            job = prepare(own, epochs=cfg.epochs, val_fraction=cfg.val_fraction, seed=cfg.seed, meter=ExternalCpuMeter)
         else:
             job = prepare_job(
                 cfg.model,

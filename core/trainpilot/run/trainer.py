@@ -161,6 +161,10 @@ class Trainer:
             batches = [order[s : s + self.batch_size] for s in starts]
             pin = self.device.type == "cuda"
             self._stream = (epoch, step, data.loader(batches, self.loader_workers, pin_memory=pin))
+            if self.loader_workers:
+                from trainpilot.machine.contention import count_as_work
+
+                count_as_work(data.worker_pids())  # their CPU is this run's, not load it meets
         batch = next(self._stream[2])
         self._stream = (epoch, step + 1, self._stream[2])
         if step + 1 >= self.steps_per_epoch:

@@ -235,6 +235,26 @@ def test_stop_then_resume_continues_the_job():
     assert resumed.ok and resumed.run_id == first.run_id and len(resumed.to_dict()["epochs"]) == 2
 
 
+def test_ctrl_c_during_a_fit_checkpoints_and_stops():
+    import os
+    import signal
+
+    from trainpilot import events as ev
+
+    sent = []
+
+    def interrupt_once(event: object) -> None:
+        if isinstance(event, ev.StepProgressed) and not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C does
+
+    job = trainpilot.Job(mlp, _classes(), batch_size=16)
+    result = trainpilot.fit(job, epochs=2, on_event=interrupt_once)
+    assert result.status == "interrupted" and "Ctrl-C" in result.message
+    assert result.to_dict()["checkpoint"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+
+
 def test_override_from_another_thread_moves_the_run():
     from trainpilot import events as ev
 
