@@ -85,14 +85,61 @@ def state_weight(busy_cores: float) -> float:
     return smooth_step(busy_cores, LOAD_NOISE_CORES, LOAD_FULL_CORES)
 
 
-def observe(records: Iterable[RunRecord], calibration: Calibration) -> list[Observation]:
+def probe_consensus(records: Iterable[RunRecord]) -> dict[str, dict[str, float]]:
+    """Per workload footprint, the median of its runs' step probes (job/step_probe.py). Each run
+    probes its job anew, and a probe is a short timing on a noisy machine: learning from every run
+    against its own probe, and predicting the next with yet another, would carry each probe's
+    noise into warm predictions. One consensus per workload keeps the roofline they share fixed."""
+    import statistics
+
+    seen: dict[str, dict[str, list[float]]] = {}
+    for rec in records:
+        extra = rec.profile.get("extra") if isinstance(rec.profile, dict) else None
+        if not isinstance(extra, dict) or not extra.get("probe_step_s"):
+            continue
+        into = seen.setdefault(rec.footprint, {"probe_step_s": [], "probe_all_s": [], "probe_threads": []})
+        into["probe_step_s"].append(float(extra["probe_step_s"]))
+        if extra.get("probe_all_s") and extra.get("probe_threads"):
+            into["probe_all_s"].append(float(extra["probe_all_s"]))
+            into["probe_threads"].append(float(extra["probe_threads"]))
+    out: dict[str, dict[str, float]] = {}
+    for footprint, values in seen.items():
+        agreed = {"probe_step_s": statistics.median(values["probe_step_s"]), "probe_all_s": 0.0, "probe_threads": 0}
+        if values["probe_all_s"]:
+            agreed["probe_all_s"] = statistics.median(values["probe_all_s"])
+            agreed["probe_threads"] = int(statistics.mode(values["probe_threads"]))
+        out[footprint] = agreed
+    return out
+
+
+def with_probes(feats: WorkFeatures, agreed: dict[str, float] | None) -> WorkFeatures:
+    """`feats` with its workload's agreed probes (probe_consensus), when it has any."""
+    from dataclasses import replace
+
+    if not agreed or feats.probe_step_s <= 0:
+        return feats
+    return replace(
+        feats,
+        probe_step_s=agreed["probe_step_s"],
+        probe_all_s=agreed["probe_all_s"],
+        probe_threads=int(agreed["probe_threads"]),
+    )
+
+
+def observe(
+    records: Iterable[RunRecord], calibration: Calibration, agreed: dict[str, dict[str, float]] | None = None
+) -> list[Observation]:
+    """The records as observations; `agreed`: the probes per footprint to learn them with (default:
+    their own consensus; a run added to a loaded history takes the history's)."""
+    records = list(records)
+    agreed = {**probe_consensus(records), **(agreed or {})}
     out = []
     for rec in records:
         # Only runs that ended and timed one plan: a running or crashed run has no actual time yet,
         # and a run that changed plans mid-way timed two at once (its row says learn = 0).
         if rec.status not in LEARN_STATUSES or not rec.learn or rec.epochs_done < 1 or rec.actual_s <= 0:
             continue
-        feats = features_of(rec.profile, epochs=rec.epochs_done)
+        feats = with_probes(features_of(rec.profile, epochs=rec.epochs_done), agreed.get(rec.footprint))
         roof = estimate(feats, rec.plan, rec.busy_cores, calibration)
         if roof is None or roof.run_s <= 0:
             continue

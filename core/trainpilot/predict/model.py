@@ -277,7 +277,7 @@ class CostModel:
     def predict(self, profile: WorkloadProfile, plan: Plan, load: UtilizationSample) -> PlanPrediction:
         if self.calibration is None:
             return self._fallback_predictor().predict(profile, plan, load)
-        feats = features_of(profile)
+        feats = self._agreed(profile.footprint, features_of(profile))
         # The load observed here is this machine's; a described machine is assumed idle.
         busy = 0.0 if self.is_described else _busy(load)
         unsupported = self._unsupported(profile, plan)
@@ -339,6 +339,19 @@ class CostModel:
 
             detail["split"] = split_detail(feats, plan, busy, self.calibration)
         return PlanPrediction(plan, run_s, source=source, detail=detail)
+
+    def _agreed(self, footprint: str, feats: Any) -> Any:
+        """A job probed before: the probes its recorded runs agree on, as its runs were learnt with
+        (learning.probe_consensus), not this run's own probe alone."""
+        if feats.probe_step_s <= 0:
+            return feats
+        from dataclasses import replace
+
+        past = next((o for o in self.observations() if o.record.footprint == footprint), None)
+        if past is None:
+            return feats
+        f = past.features
+        return replace(feats, probe_step_s=f.probe_step_s, probe_all_s=f.probe_all_s, probe_threads=f.probe_threads)
 
     def _interval(
         self, run_s: float, obs: list[Observation], footprint: str, plan: Plan, busy: float, fit_error: float
@@ -536,7 +549,13 @@ class CostModel:
                 self.history.finish(row_id, rec)
                 rid = row_id
             if self._observations is not None and self.calibration is not None:
-                new = observe([replace(rec, id=rid)], self.calibration)
+                past = next((o for o in self._observations if o.record.footprint == rec.footprint), None)
+                agreed = None
+                if past is not None and past.features.probe_step_s > 0:
+                    f = past.features
+                    probes = {"probe_step_s": f.probe_step_s, "probe_all_s": f.probe_all_s}
+                    agreed = {rec.footprint: {**probes, "probe_threads": float(f.probe_threads)}}
+                new = observe([replace(rec, id=rid)], self.calibration, agreed)
                 if new:
                     # its miss against the drift-free warm prediction, before it joins the history
                     found = residual_of(new[0], self._observations)
