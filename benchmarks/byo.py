@@ -1,6 +1,6 @@
 """Your own job: does the agent predict and plan jobs it has never seen? One run, a table.
 
-    flock -x /tmp/tp-cpu.lock python benchmarks/byo.py            # ~6 min on 2 cores
+    flock -x /tmp/tp-cpu.lock python benchmarks/byo.py            # ~4 min on 2 cores
     python benchmarks/byo.py --jobs transformer,augmented --passes 2
 
 Five jobs outside the zoo (byo_jobs.py: ResNet, MobileNet, a Transformer on int64 tokens, a
@@ -67,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", default="resnet,mobilenet,transformer,regression,augmented")
     parser.add_argument("--passes", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--home", help="TRAINPILOT_HOME to use (default: a fresh temporary one)")
     args = parser.parse_args()
     os.environ["TRAINPILOT_HOME"] = args.home or tempfile.mkdtemp(prefix="tp-byo-")

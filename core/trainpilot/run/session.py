@@ -305,13 +305,14 @@ class TrainingSession:
     def finish(self, status: str, message: str) -> ev.RunFinished:
         if self.energy_meter is not None:
             self.energy_meter.close()
-        if self.trainer is not None and hasattr(self.trainer, "close_loaders"):
-            self.trainer.close_loaders()  # a job's DataLoader workers end with the run
         self.recorder.close_progress()
         status, message = self.strategy.finish(status, message, self.trainer)
         result = self.result(status, message)
         agent = self._orchestrator
         met = self.recorder.load_met(agent.hardware.logical_cpus) if agent is not None else None
+        if self.trainer is not None and hasattr(self.trainer, "close_loaders"):
+            # a job's DataLoader workers end with the run: after the meter read their CPU as the run's own
+            self.trainer.close_loaders()
         if met is not None:  # what the run met besides itself, its own UI included (a reader compares runs by it)
             result["load_met"] = {"busy_cores": round(met.busy_cores, 3), "ui_cores": round(met.ui_cores, 3)}
         if self.config.record_history and self.profile is not None and self.plan is not None and agent is not None:

@@ -117,6 +117,13 @@ class Trainer:
             self._runner.close()
         self._runner = backend.step_runner(self.model, plan)  # None: this loop runs the step
 
+    def _count_workers(self, data: Any) -> None:
+        """A loader's worker processes: their CPU is this run's, not load it meets."""
+        if self.loader_workers:
+            from trainpilot.machine.contention import count_as_work
+
+            count_as_work(data.worker_pids())
+
     def close_loaders(self) -> None:
         """End any DataLoader workers the data sets keep (persistent between epochs)."""
         for data in (self.train_set, self.val_set):
@@ -161,10 +168,7 @@ class Trainer:
             batches = [order[s : s + self.batch_size] for s in starts]
             pin = self.device.type == "cuda"
             self._stream = (epoch, step, data.loader(batches, self.loader_workers, pin_memory=pin))
-            if self.loader_workers:
-                from trainpilot.machine.contention import count_as_work
-
-                count_as_work(data.worker_pids())  # their CPU is this run's, not load it meets
+            self._count_workers(data)
         batch = next(self._stream[2])
         self._stream = (epoch, step + 1, self._stream[2])
         if step + 1 >= self.steps_per_epoch:
@@ -232,6 +236,7 @@ class Trainer:
             stream: Iterator[Any] = (data.batch(b) for b in batches)
         else:
             stream = data.loader(batches, self.loader_workers, pin_memory=self.device.type == "cuda")
+            self._count_workers(data)
         for batch in stream:
             batch = to_device(batch, self.device)
             loss, output, target = self.objective(model, batch)
