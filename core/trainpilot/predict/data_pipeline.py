@@ -4,12 +4,14 @@ beside computing it.
     no workers:  step = compute + load                     (the training process does both)
     w workers:   step = max(compute', load / w) + handoff  (they overlap)
 
-`compute'` is the compute step predicted with the workers' own CPU time counted as load on the
-machine (and never less than the CPU work of compute and loading spread over the cores that other
-load leaves free) — w processes busy load/step of the time each — through the same calibrated contention
-model that predicts a busy core's effect (roofline_terms.load_weights). So one thread and one
-worker on two cores is a plan whose compute runs undisturbed while loading is hidden, and two
-threads with one worker pay the OpenMP penalty of sharing a core. `handoff` is the batch's trip
+`compute'` is the compute step predicted with the workers' own CPU time — w processes busy
+load/step of the time each — counted as load on the machine, through the same calibrated
+contention model that predicts a busy core's effect (roofline_terms.load_weights); never less than
+the CPU work of compute and loading spread over the cores other load leaves free; and with several
+threads and workers oversubscribing those cores, at about one core's pace (a parallel region waits
+for its slowest thread, whose core a worker keeps taking). So one thread and one worker on two
+cores is a plan whose compute runs undisturbed while loading is hidden, and two threads with one
+worker run little faster than everything on one core. `handoff` is the batch's trip
 from the worker to the training process; the first batch of each epoch is loaded before anything
 overlaps it; the workers start once a run (they persist between epochs).
 """
@@ -72,12 +74,15 @@ def pipeline(
     for _ in range(3):  # the workers' load slows compute, which lowers their duty: a fixed point
         step = max(compute, load_s / workers)
         cores = min(float(workers), load_s / max(step, 1e-9))
-        # Threads and workers oversubscribing the free cores: a worker loading on one of several
-        # compute threads' cores stalls every parallel region at its barrier, however short its
-        # turn, so compute meets a busy core per worker, not the workers' average duty.
-        met = float(workers) if threads > 1 and threads + workers > free else cores
-        compute = compute_step(min(busy_cores + met, float(logical_cpus)))
+        compute = compute_step(min(busy_cores + cores, float(logical_cpus)))
     # The cores left by other load bound it too: compute's threads and the loading share them.
-    shared = (compute_step(busy_cores) * min(float(threads), free) + load_s) / free
+    idle_compute = compute_step(busy_cores)
+    shared = (idle_compute * min(float(threads), free) + load_s) / free
+    if threads > 1 and threads + workers > free:
+        # Oversubscribed: each parallel region waits for its slowest thread, whose core a worker
+        # keeps taking, however short its turns; the threads' CPU work and the loading then go at
+        # about one core's pace (2 threads + 1 worker on 2 cores: 33 ms a step measured, 35 ms
+        # this way, 18 ms by the calibrated rates next to a steadily busy core).
+        compute = max(compute, (idle_compute * threads + load_s) / max(free - workers, 1.0))
     step = max(compute, load_s / workers, shared) + HANDOFF_S
     return Pipeline(step, compute, load_s, workers, load_s, cores, workers * WORKER_START_S)
