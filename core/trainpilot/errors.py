@@ -47,5 +47,10 @@ class InsufficientMemory(TrainPilotError):
 
 def describe_exception(exc: BaseException) -> str:
     """An exception as one line of an error message: its type and the first line of its text."""
-    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    first = (lines or [""])[0][:200]
+    if first.startswith("Caught ") and "Original Traceback" in str(exc):
+        # torch re-raises a DataLoader worker's exception with its traceback as text: its last
+        # line is the worker's own error, the one that says what went wrong
+        first = f"{first} {lines[-1].strip()[:200]}"
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

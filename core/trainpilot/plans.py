@@ -41,6 +41,12 @@ class Plan:
         return self.backend == "cpu" and self.mode is None
 
     @property
+    def is_last_resort(self) -> bool:
+        """Eager CPU loading its own batches: what any other plan falls back to when it fails (a
+        device, compiling, or a DataLoader worker); its own failure is a bug or bad input."""
+        return self.is_eager_cpu and not self.loader_workers
+
+    @property
     def is_compiled(self) -> bool:
         return self.backend == "cpu" and self.mode == COMPILED
 

@@ -223,17 +223,20 @@ def _spawn_import_problem(dataset: Any) -> str | None:
     """Why spawned workers could not rebuild `dataset` (None: they can, or workers fork). A spawned
     worker imports the dataset's class by its module's name: a class from a `--job` file (loaded
     under a private name) or from `__main__` of an interactive session is not importable there."""
-    import importlib.util
+    import importlib.machinery
     import multiprocessing
+    import sys
 
     if multiprocessing.get_start_method(allow_none=True) in (None, "fork") and hasattr(__import__("os"), "fork"):
         return None
     module = type(dataset).__module__
     try:
-        found = module != "__main__" and importlib.util.find_spec(module) is not None
+        # on sys.path, as a fresh interpreter sees it: a module loaded from a file under a private
+        # name (a --job file) sits in sys.modules, where importlib.util.find_spec would find it
+        found = module != "__main__" and importlib.machinery.PathFinder.find_spec(module.split(".")[0]) is not None
     except (ImportError, ValueError):
         found = False
-    if found:
+    if found or module.split(".")[0] in sys.builtin_module_names:
         return None
     return (
         f"workers start by spawn here and could not import {type(dataset).__name__} from '{module}'"

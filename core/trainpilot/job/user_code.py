@@ -34,11 +34,14 @@ def line_in(exc: BaseException, path: Path) -> str:
     return f"line {line}" if line else "at import"
 
 
-def import_file(path: Path, prefix: str, error: type[TrainPilotError], *, with_line: bool = False) -> ModuleType:
-    """The module `path` defines, imported under a private name (`prefix` + a hash of the path)."""
+def import_file(
+    path: Path, prefix: str, error: type[TrainPilotError], *, with_line: bool = False, name: str | None = None
+) -> ModuleType:
+    """The module `path` defines, imported under `name`, else a private name (`prefix` + a hash
+    of the path)."""
     if not path.is_file():
         raise error("file not found", path)
-    module_name = f"{prefix}_{abs(hash(str(path.resolve())))}"
+    module_name = name or f"{prefix}_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise error("cannot be imported as a Python module", path)

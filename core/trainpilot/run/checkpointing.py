@@ -54,7 +54,7 @@ class RunCheckpoints:
         assert s.trainer is not None and self.run_path is not None
         # On a device plan the epoch's state is also the last good state to fall back to, so it
         # gets a private copy; on the CPU (no fallback) the live tensors are saved as they are.
-        keep = reason == "epoch" and s.plan is not None and not s.plan.is_eager_cpu
+        keep = reason == "epoch" and s.plan is not None and not s.plan.is_last_resort
         state = s.trainer.snapshot() if keep else s.trainer.state_dict()
         check_finite(state, epoch, step, self.kept())
         records = s.rt.epoch_records + ([record] if record is not None else [])

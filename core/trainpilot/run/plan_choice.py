@@ -102,10 +102,11 @@ def plan_for(
 
 
 def fallback_plan(cfg: SessionConfig, backend: Any, logical_cpus: int, predictions: dict[Plan, PlanPrediction]) -> Plan:
-    """Eager CPU, whatever failed (a device, or compiling)."""
+    """Eager CPU loading its batches itself, whatever failed (a device, compiling, a DataLoader
+    worker that could not start or died)."""
     if cfg.threads:
         return Plan("cpu", threads=cfg.threads)
-    return plan_for(backend, logical_cpus, predictions, None)
+    return plan_for(backend, logical_cpus, predictions, None).with_loader(None)
 
 
 def override_availability(

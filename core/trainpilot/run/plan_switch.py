@@ -29,7 +29,7 @@ class PlanSwitch:
     def switch(self, plan: Plan, source: str, reason: str, confidence: float | None, load: Any) -> Iterator[ev.Event]:
         s = self.s
         switch_cost = switch_cost_s(s.profile, s.plan, plan) if s.plan is not None and s.profile is not None else None
-        if not plan.is_eager_cpu:
+        if not plan.is_last_resort:
             # The last good state to come back to if the device (or compiling) fails (eager CPU
             # needs none: its failure is a bug or bad input, not something another plan can fix).
             epoch, step, totals = s.position
@@ -37,7 +37,7 @@ class PlanSwitch:
         try:
             s.trainer.use_plan(plan)
         except Exception as exc:
-            if plan.is_eager_cpu:
+            if plan.is_last_resort:
                 raise
             yield from self.fall_back(f"moving to {plan.label} failed: {describe_exception(exc)}", load)
             return
@@ -54,10 +54,11 @@ class PlanSwitch:
         yield from s.strategy.after_switch(s.run_id, s.trainer)
 
     def can_fall_back(self) -> bool:
-        """Whether a failed step may continue on the CPU from the last good state (device plans)."""
+        """Whether a failed step may continue on the CPU from the last good state (device plans, and
+        plans whose batches DataLoader workers load: the fallback loads them in the process)."""
         s = self.s
         return (
-            s.strategy.can_fall_back and s.plan is not None and not s.plan.is_eager_cpu and self.last_good is not None
+            s.strategy.can_fall_back and s.plan is not None and not s.plan.is_last_resort and self.last_good is not None
         )
 
     def fall_back(self, reason: str, load: Any) -> Iterator[ev.Event]:

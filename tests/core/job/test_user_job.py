@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import sys
 import threading
 
 import pytest
@@ -209,6 +210,46 @@ def test_unpicklable_dataset_stays_in_process_with_a_reason():
     report = trainpilot.plan(trainpilot.Job(mlp(), Unpicklable()), epochs=1)
     assert all(not p.get("loader_workers") for p in report.plans)
     assert any("cannot be pickled" in line for line in report.trace)
+
+
+class FailsInWorkers(Pairs):
+    """Loads in the training process, raises in a DataLoader worker (a worker that cannot work)."""
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if torch.utils.data.get_worker_info() is not None:
+            raise RuntimeError("this item needs the main process")
+        return super().__getitem__(i)
+
+
+def test_a_failing_loader_worker_falls_back_to_loading_in_process():
+    result = trainpilot.fit(trainpilot.Job(mlp(), FailsInWorkers(), workers=1), epochs=1, backend="cpu")
+    assert result.ok, result.message
+    assert result.plan is not None and not result.plan.loader_workers
+    assert "this item needs the main process" in (result.to_dict()["fallback_reason"] or "")
+
+
+@pytest.mark.parametrize("file_name, loader", [("spawn_job.py", "workers"), ("spawn-job.py", "in-process")])
+def test_spawned_workers_load_a_job_files_dataset_when_they_can_import_it(tmp_path, monkeypatch, file_name, loader):
+    """A file named like a module is imported by that name, so spawned workers (macOS, Windows, the
+    app's training process) can import its Dataset; one that is not cannot, and says why."""
+    import multiprocessing
+
+    from trainpilot.job.job_file import load_job
+
+    script = tmp_path / file_name
+    script.write_text(
+        "import torch, trainpilot\n"
+        "class Items(torch.utils.data.Dataset):\n"
+        "    def __len__(self): return 40\n"
+        "    def __getitem__(self, i): return torch.randn(4), i % 2\n"
+        "def make_job():\n"
+        "    return trainpilot.Job(torch.nn.Linear(4, 2), Items())\n"
+    )
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: "spawn")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the job's folder stays on it for the workers
+    profile = prepare(load_job(f"{script}:make_job"), epochs=1).profile
+    assert profile.loader == loader
+    assert ("spawn" in profile.loader_note) == (loader == "in-process")
 
 
 def test_pinned_workers_train_through_a_dataloader():
