@@ -206,7 +206,15 @@ def _shape_free(batch: Any) -> Any:
 
 def _loading(job: Job, train_set: Any, batch_size: int) -> dict[str, Any]:
     """The profile's data-pipeline fields: the loading cost and who may load."""
+    import multiprocessing
+
     load_s = measure_loading(train_set, batch_size)
+    start = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
+    fields = _loader_fields(job, train_set, load_s)
+    return {**fields, "loader_start": "fork" if start == "fork" else "spawn"}
+
+
+def _loader_fields(job: Job, train_set: Any, load_s: float) -> dict[str, Any]:
     if job.workers is not None:
         return {"load_s_per_batch": load_s, "loader": "pinned", "pinned_workers": job.workers}
     if getattr(train_set, "in_memory", True):

@@ -49,6 +49,9 @@ class WorkloadProfile:
     loader: str = "memory"
     pinned_workers: int | None = None
     loader_note: str = ""
+    loader_start: str = (
+        "fork"  # how DataLoader workers start here: "fork" (milliseconds) or "spawn" (an interpreter each)
+    )
 
     @property
     def steps_per_epoch(self) -> int:

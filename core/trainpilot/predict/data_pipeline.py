@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from trainpilot.plans import Plan
 
-WORKER_START_S = 0.02  # starting one DataLoader worker (once a run: the workers persist between epochs)
+WORKER_START_S = 0.02  # starting one DataLoader worker by fork (once a run: the workers persist between epochs)
+SPAWN_START_S = 1.1  # one started by spawn: a fresh interpreter importing torch (2 workers: 2.2 s, docs/jobs.md)
 HANDOFF_S = 2e-4  # one batch through the workers' queue (pickled, to shared memory, unpickled)
 
 
@@ -59,7 +60,12 @@ class Pipeline:
 
 
 def pipeline(
-    compute_step: Callable[[float], float], load_s: float, plan: Plan, busy_cores: float, logical_cpus: int
+    compute_step: Callable[[float], float],
+    load_s: float,
+    plan: Plan,
+    busy_cores: float,
+    logical_cpus: int,
+    spawn: bool = False,
 ) -> Pipeline:
     """The steady step of `plan` with loading; `compute_step(busy_cores)` is its compute step under
     that much other load."""
@@ -85,4 +91,6 @@ def pipeline(
         # this way, 18 ms by the calibrated rates next to a steadily busy core).
         compute = max(compute, (idle_compute * threads + load_s) / max(free - workers, 1.0))
     step = max(compute, load_s / workers, shared) + HANDOFF_S
-    return Pipeline(step, compute, load_s, workers, load_s, cores, workers * WORKER_START_S)
+    return Pipeline(
+        step, compute, load_s, workers, load_s, cores, workers * (SPAWN_START_S if spawn else WORKER_START_S)
+    )

@@ -37,6 +37,7 @@ class WorkFeatures:
     steps: int  # optimizer steps per epoch
     epochs: int
     load_s_per_batch: float = 0.0  # loading one batch in the training process (data_pipeline.py)
+    spawned_workers: bool = False  # DataLoader workers start by spawn here (an interpreter each)
     probe_step_s: float = 0.0  # a job's own training step timed on one thread (job/step_probe.py); 0: none
     probe_all_s: float = 0.0  # the same on `probe_threads` threads, timed on a quiet machine; 0: none
     probe_threads: int = 0
@@ -137,6 +138,7 @@ def features_of(profile: Any, epochs: int | None = None) -> WorkFeatures:
         steps=max(1, math.ceil(samples / batch)),
         epochs=max(int(epochs if epochs is not None else (_get(profile, "epochs", 1) or 1)), 1),
         load_s_per_batch=float(_get(profile, "load_s_per_batch", 0.0) or 0.0),
+        spawned_workers=_get(profile, "loader_start", "fork") == "spawn",
         probe_step_s=float(extra.get("probe_step_s", 0.0) or 0.0) if isinstance(extra, dict) else 0.0,
         probe_all_s=float(extra.get("probe_all_s", 0.0) or 0.0) if isinstance(extra, dict) else 0.0,
         probe_threads=int(extra.get("probe_threads", 0) or 0) if isinstance(extra, dict) else 0,

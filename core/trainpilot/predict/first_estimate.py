@@ -118,7 +118,8 @@ class FirstEstimate:
         if load_s > 0 or plan.loader_workers:
             from trainpilot.predict.data_pipeline import pipeline
 
-            flow = pipeline(lambda _busy: step_s * penalty, load_s, plan, 0.0, self.logical_cpus)
+            spawn = getattr(profile, "loader_start", "fork") == "spawn"
+            flow = pipeline(lambda _busy: step_s * penalty, load_s, plan, 0.0, self.logical_cpus, spawn)
             epoch_s = profile.steps_per_epoch * flow.step_s + flow.per_epoch_extra_s
             loading = flow.describe(plan)
         return PlanPrediction(

@@ -59,7 +59,9 @@ def with_loading(
         found = _compute_estimate(features, plan.computing(), busy, calibration) if busy != busy_cores else compute
         return (found or compute).per_epoch_s / features.steps
 
-    flow = pipeline(compute_step, features.load_s_per_batch, plan, busy_cores, calibration.logical_cpus)
+    flow = pipeline(
+        compute_step, features.load_s_per_batch, plan, busy_cores, calibration.logical_cpus, features.spawned_workers
+    )
     epoch_s = features.steps * flow.step_s + flow.per_epoch_extra_s
     run_s = compute.run_s - features.epochs * compute.per_epoch_s + features.epochs * epoch_s + flow.start_s
     breakdown = dict(compute.breakdown)
