@@ -12,7 +12,6 @@ checkpoints and resume, the history it learns from, fallback, overrides from ano
 
 from __future__ import annotations
 
-import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,6 +138,13 @@ class Control:
     def stop(self, reason: str = "user") -> None:
         self._do(lambda s: s.request_stop(reason))
 
+    @property
+    def stop_requested(self) -> bool:
+        """Whether the run was asked to stop (by `stop()`, Ctrl-C or another thread)."""
+        with self._lock:
+            session = self._session
+        return session is not None and session.steering.stop_reason is not None
+
 
 def _as_job(job: Job | str) -> Job:
     if isinstance(job, Job):
@@ -207,6 +213,7 @@ def fit(
     """
     from trainpilot.run.config import SessionConfig, validate_config
     from trainpilot.run.session import TrainingSession
+    from trainpilot.run.signal_stop import SignalStop
 
     the_job = _as_job(job)
     config = validate_config(
@@ -232,7 +239,7 @@ def fit(
     if control is not None:
         control._bind(session)
     events: list[Any] = []
-    with _ctrl_c_stops(session):
+    with SignalStop(session):  # Ctrl-C: checkpoint and stop; a second one raises KeyboardInterrupt
         for event in session.events():
             events.append(event)
             if on_event is not None:
@@ -242,31 +249,6 @@ def fit(
         raise JobError(str(session.error)) from session.error
     model = session.trainer.full_model if session.trainer is not None else None
     return FitResult(session.finished.result, model, tuple(events))
-
-
-class _ctrl_c_stops:
-    """While a fit runs in the main thread, the first Ctrl-C asks the session to stop at the next
-    step boundary (after a checkpoint); a second one raises KeyboardInterrupt as usual."""
-
-    def __init__(self, session: Any):
-        self.session = session
-        self.previous: Any = None
-        self.asked = False
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.asked:
-            raise KeyboardInterrupt
-        self.asked = True
-        self.session.request_stop("Ctrl-C")
-
-    def __enter__(self) -> _ctrl_c_stops:
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
 
 
 __all__ = ["Control", "FitResult", "Job", "JobError", "PlanReport", "TrainPilotError", "fit", "plan"]

@@ -283,14 +283,17 @@ def test_ctrl_c_during_a_fit_checkpoints_and_stops():
     from trainpilot import events as ev
 
     sent = []
+    control = trainpilot.Control()
 
     def interrupt_once(event: object) -> None:
         if isinstance(event, ev.StepProgressed) and not sent:
             sent.append(True)
             os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C does
+            while not control.stop_requested:  # the handler asks from a thread of its own: wait for it
+                pass
 
     job = trainpilot.Job(mlp, _classes(), batch_size=16)
-    result = trainpilot.fit(job, epochs=2, on_event=interrupt_once)
+    result = trainpilot.fit(job, epochs=2, on_event=interrupt_once, control=control)
     assert result.status == "interrupted" and "Ctrl-C" in result.message
     assert result.to_dict()["checkpoint"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
