@@ -48,12 +48,9 @@ def compressible_job(job: Job | str) -> CompressibleJob:
 
     reference = None
     if isinstance(job, str):
-        from pathlib import Path
+        from trainpilot.job.job_file import absolute_reference, load_job
 
-        from trainpilot.job.job_file import load_job
-
-        file_part, _, name = job.rpartition(":")
-        reference = f"{Path(file_part).expanduser().resolve()}:{name}" if file_part else job
+        reference = absolute_reference(job)
         job = load_job(job)
     if job.metric != "accuracy":
         shown = getattr(job.metric, "__name__", repr(job.metric))

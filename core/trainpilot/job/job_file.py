@@ -14,6 +14,13 @@ from trainpilot.job.spec import Job
 from trainpilot.job.user_code import exception_line, import_file, line_in
 
 
+def absolute_reference(reference: str) -> str:
+    """`file.py:make_job` with the file's absolute path: a run's checkpoint and a compression's
+    export find the job again from any directory."""
+    path, sep, name = str(reference).rpartition(":")
+    return f"{Path(path).expanduser().resolve()}{sep}{name}" if sep and path else str(reference)
+
+
 def _importable_name(path: Path) -> str | None:
     """The file's own module name (`train` for train.py), when no other module has it: then the
     classes it defines (a Dataset) pickle by a name spawned workers can import, as they would for

@@ -212,13 +212,6 @@ def check_finite(state: dict[str, Any], epoch: int, step: int, kept: str) -> Non
         )
 
 
-def absolute_job(reference: str) -> str:
-    from pathlib import Path
-
-    path, sep, name = str(reference).rpartition(":")
-    return f"{Path(path).expanduser().resolve()}{sep}{name}" if sep and path else str(reference)
-
-
 def checkpoint_meta(
     *,
     epoch: int,
@@ -235,7 +228,9 @@ def checkpoint_meta(
     config["model"] = config["model"] if isinstance(config["model"], str) else dict(config["model"])
     config["dataset"] = absolute_dataset(config["dataset"])
     if config.get("job"):  # file.py:make_job, resumable from any directory
-        config["job"] = absolute_job(config["job"])
+        from trainpilot.job.job_file import absolute_reference
+
+        config["job"] = absolute_reference(config["job"])
     return dict(
         epoch=epoch,
         step=step,
