@@ -86,53 +86,45 @@ class LightningRun:
     """One fit's training: its clock, its history row and the load it met."""
 
     def __init__(self, expectation: Expectation, run_id: str):
+        from trainpilot.run.learning import RunRecorder
+
         self.expectation = expectation
         self.run_id = run_id
         self.clock = TrainClock()
         self.notes: list[str] = []
         self.summary: dict[str, Any] | None = None
         self._cost: Any = None
-        self._log: Any = None  # run.runlog.RunLog
-        self._meter: Any = None  # machine.contention.ExternalCpuMeter
+        self._recorder = RunRecorder()  # the history row from the start, and the load met, as a session keeps them
 
     def open(self) -> None:
         """Write the "running" row and start measuring the load (call it from the training thread)."""
         from trainpilot.backends import probe
-        from trainpilot.machine.contention import ExternalCpuMeter
         from trainpilot.machine.monitor import measure_load
-        from trainpilot.predict.history import run_record
         from trainpilot.predict.model import CostModel
-        from trainpilot.run.runlog import RunLog, history_of
 
         ex = self.expectation
         self._cost = CostModel.open(hardware=probe())
-        history = history_of(self._cost)
-        if history is not None:
-            self._log = RunLog(history)
-            self._log.start(
-                run_record(
-                    run_id=self.run_id,
-                    machine_id=self._cost.machine_id,
-                    profile=ex.profile,
-                    plan=ex.plan,
-                    load=measure_load(0.0),
-                    predicted_s=ex.planned_s,
-                    actual_s=0.0,
-                    status="running",
-                    epochs_done=0,
-                )
-            )
-            self.notes.extend(self._log.notes)
-        self._meter = ExternalCpuMeter().__enter__()
+        self._recorder.start(
+            self._cost,
+            self._cost.machine_id,
+            run_id=self.run_id,
+            profile=ex.profile,
+            plan=ex.plan,
+            load=measure_load(0.0),
+            predicted_s=ex.planned_s,
+            epochs_done=0,
+        )
+        if self._recorder.log is not None:
+            self.notes.extend(self._recorder.log.notes)
+        self._recorder.start_meter()
 
     def _load_met(self) -> Any:
-        try:
-            self._meter.__exit__(None, None, None)
-            return self._meter.result.as_sample(self._cost.logical_cpus)
-        except Exception:  # noqa: BLE001 - a meter that cannot read /proc costs the figure, not the run
+        met = self._recorder.load_met(self._cost.logical_cpus)
+        if met is None:  # a meter that cannot read /proc costs the figure, not the run
             from trainpilot.machine.monitor import measure_load
 
-            return measure_load(0.0)
+            met = measure_load(0.0)
+        return met
 
     def finish(self, status: str) -> dict[str, Any]:
         """Record the fit's end (status success | failed | interrupted); the summary of its row."""
@@ -154,10 +146,9 @@ class LightningRun:
                 run_id=self.run_id,
                 status=status,
                 epochs_done=clock.epochs,
-                row_id=self._log.row_id if self._log is not None else None,
+                row_id=self._recorder.row_id,
             )
-            if self._log is not None:
-                self._log.close()
+            self._recorder.close_progress()
             self.notes.extend(n for n in self._cost.notices if "could not record" in n)
         self.summary = {
             "run_id": self.run_id,

@@ -24,7 +24,8 @@ class RunRecorder:
 
     def start(
         self,
-        agent: Any,
+        predictor: Any,
+        machine_id: str,
         *,
         run_id: str,
         profile: Any,
@@ -36,14 +37,14 @@ class RunRecorder:
         from trainpilot.predict.history import run_record
         from trainpilot.run.runlog import RunLog, history_of
 
-        history = history_of(agent.predictor)
+        history = history_of(predictor)
         if history is None or plan is None:
             return
         self.log = RunLog(history)
         self.log.start(
             run_record(
                 run_id=run_id,
-                machine_id=agent.hardware.machine_id,
+                machine_id=machine_id,
                 profile=profile,
                 plan=plan,
                 load=load,
@@ -61,6 +62,11 @@ class RunRecorder:
     def close_progress(self) -> None:
         if self.log is not None:
             self.log.close()  # the run's progress connection; the end is written on one of its own
+
+    @property
+    def row_id(self) -> int | None:
+        """The run's history row, written when it started (None: no history, or not started)."""
+        return self.log.row_id if self.log is not None else None
 
     def load_met(self, logical_cpus: int) -> Any:
         """The load during the run, or None when the meter never started or cannot read /proc."""
@@ -90,7 +96,7 @@ class RunRecorder:
         something on one plan (a run whose plan changed mid-way timed two plans at once)."""
         one_plan = len({json.dumps(c["plan"], sort_keys=True) for c in plan_changes}) <= 1
         learn = trained and one_plan
-        row = self.log.row_id if self.log is not None else None
+        row = self.row_id
         if not learn and row is None:
             return
         if met is None:

@@ -262,7 +262,8 @@ class TrainingSession:
         self.rt.predicted_total_s = per_epoch * cfg.epochs if per_epoch else None
         if cfg.record_history and self.strategy.writes_checkpoints:
             self.recorder.start(
-                agent,
+                agent.predictor,
+                agent.hardware.machine_id,
                 run_id=self.run_id,
                 profile=profile,
                 plan=self.plan,
