@@ -44,11 +44,6 @@ class PreparedJob:
         return self.profile.model
 
     @property
-    def spec(self) -> Any:
-        """The zoo's ModelSpec (None for a user's job)."""
-        return self.job.zoo
-
-    @property
     def source(self) -> str:
         return str(getattr(self.dataset, "source", "data"))
 

@@ -35,7 +35,6 @@ class Pipeline:
     load_s: float  # one batch loaded by one process
     workers: int
     per_epoch_extra_s: float  # the epoch's first batch, which nothing overlaps
-    worker_cores: float  # cores the workers keep busy
     start_s: float = 0.0  # the workers starting, once a run
 
     @property
@@ -70,19 +69,17 @@ def pipeline(
     """The steady step of `plan` with loading; `compute_step(busy_cores)` is its compute step under
     that much other load."""
     workers = int(plan.loader_workers or 0)
+    idle_compute = compute_step(busy_cores)  # compute under the other load alone
     if workers == 0:
-        compute = compute_step(busy_cores)
-        return Pipeline(compute + load_s, compute, load_s, 0, 0.0, 0.0)
+        return Pipeline(idle_compute + load_s, idle_compute, load_s, 0, 0.0)
     threads = plan.threads or 1 if plan.backend == "cpu" else 1
     free = max(float(logical_cpus) - busy_cores, 0.25)
-    compute = compute_step(busy_cores)
-    cores = 0.0
+    compute = idle_compute
     for _ in range(3):  # the workers' load slows compute, which lowers their duty: a fixed point
         step = max(compute, load_s / workers)
-        cores = min(float(workers), load_s / max(step, 1e-9))
+        cores = min(float(workers), load_s / max(step, 1e-9))  # the cores the workers keep busy
         compute = compute_step(min(busy_cores + cores, float(logical_cpus)))
     # The cores left by other load bound it too: compute's threads and the loading share them.
-    idle_compute = compute_step(busy_cores)
     shared = (idle_compute * min(float(threads), free) + load_s) / free
     if threads > 1 and threads + workers > free:
         # Oversubscribed: each parallel region waits for its slowest thread, whose core a worker
@@ -91,6 +88,4 @@ def pipeline(
         # this way, 18 ms by the calibrated rates next to a steadily busy core).
         compute = max(compute, (idle_compute * threads + load_s) / max(free - workers, 1.0))
     step = max(compute, load_s / workers, shared) + HANDOFF_S
-    return Pipeline(
-        step, compute, load_s, workers, load_s, cores, workers * (SPAWN_START_S if spawn else WORKER_START_S)
-    )
+    return Pipeline(step, compute, load_s, workers, load_s, workers * (SPAWN_START_S if spawn else WORKER_START_S))

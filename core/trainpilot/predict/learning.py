@@ -112,6 +112,15 @@ def probe_consensus(records: Iterable[RunRecord]) -> dict[str, dict[str, float]]
     return out
 
 
+def agreed_probes(observations: Iterable[Observation], footprint: str) -> dict[str, float] | None:
+    """The probes a workload's learnt runs were learnt with (None: no run of it, or none probed)."""
+    past = next((o for o in observations if o.record.footprint == footprint), None)
+    if past is None or past.features.probe_step_s <= 0:
+        return None
+    f = past.features
+    return {"probe_step_s": f.probe_step_s, "probe_all_s": f.probe_all_s, "probe_threads": float(f.probe_threads)}
+
+
 def with_probes(feats: WorkFeatures, agreed: dict[str, float] | None) -> WorkFeatures:
     """`feats` with its workload's agreed probes (probe_consensus), when it has any."""
     from dataclasses import replace

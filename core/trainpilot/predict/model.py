@@ -41,11 +41,13 @@ from trainpilot.predict.interval import (
 from trainpilot.predict.learning import (
     COLD_ERROR_FACTOR,
     Observation,
+    agreed_probes,
     correction,
     measured_error,
     observe,
     similarities,
     state_weight,
+    with_probes,
 )
 from trainpilot.predict.roofline import estimate
 
@@ -343,15 +345,7 @@ class CostModel:
     def _agreed(self, footprint: str, feats: Any) -> Any:
         """A job probed before: the probes its recorded runs agree on, as its runs were learnt with
         (learning.probe_consensus), not this run's own probe alone."""
-        if feats.probe_step_s <= 0:
-            return feats
-        from dataclasses import replace
-
-        past = next((o for o in self.observations() if o.record.footprint == footprint), None)
-        if past is None:
-            return feats
-        f = past.features
-        return replace(feats, probe_step_s=f.probe_step_s, probe_all_s=f.probe_all_s, probe_threads=f.probe_threads)
+        return with_probes(feats, agreed_probes(self.observations(), footprint))
 
     def _interval(
         self, run_s: float, obs: list[Observation], footprint: str, plan: Plan, busy: float, fit_error: float
@@ -549,13 +543,8 @@ class CostModel:
                 self.history.finish(row_id, rec)
                 rid = row_id
             if self._observations is not None and self.calibration is not None:
-                past = next((o for o in self._observations if o.record.footprint == rec.footprint), None)
-                agreed = None
-                if past is not None and past.features.probe_step_s > 0:
-                    f = past.features
-                    probes = {"probe_step_s": f.probe_step_s, "probe_all_s": f.probe_all_s}
-                    agreed = {rec.footprint: {**probes, "probe_threads": float(f.probe_threads)}}
-                new = observe([replace(rec, id=rid)], self.calibration, agreed)
+                probes = agreed_probes(self._observations, rec.footprint)
+                new = observe([replace(rec, id=rid)], self.calibration, {rec.footprint: probes} if probes else None)
                 if new:
                     # its miss against the drift-free warm prediction, before it joins the history
                     found = residual_of(new[0], self._observations)
