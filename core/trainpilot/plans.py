@@ -10,6 +10,11 @@ COMPILED = "compiled"  # Plan.mode of a CPU plan that trains through torch.compi
 # workers spelled in `mode` ("cpu:1+cpu:1", "cuda:0+cpu:1"), so the history, checkpoints and
 # --json store it in the same four fields as every other plan.
 SPLIT = "split"
+# Settings that change a step's speed and not its math (issue: same math, faster). None is
+# PyTorch's default: the contiguous (NCHW) layout and fp32.
+CHANNELS_LAST = "channels_last"
+MEMORY_FORMATS = ("contiguous", CHANNELS_LAST)
+PRECISIONS = ("fp32", "bf16", "fp16")  # bf16/fp16: autocast (mixed precision), weights stay fp32
 
 
 def _worker_token(plan: Plan) -> str:
@@ -34,6 +39,13 @@ class Plan:
     # DataLoader worker processes that load batches beside the training (None: the training
     # process loads them itself). A plan setting only for a job whose data is a Dataset.
     loader_workers: int | None = None
+    memory_format: str | None = None  # CHANNELS_LAST for 4-D convolution inputs; None: contiguous
+    precision: str | None = None  # "bf16" | "fp16" autocast; None: fp32
+
+    @property
+    def is_default_math(self) -> bool:
+        """fp32, whatever the layout: the plan computes what PyTorch's default does."""
+        return self.precision in (None, "fp32")
 
     @property
     def is_eager_cpu(self) -> bool:
@@ -42,9 +54,10 @@ class Plan:
 
     @property
     def is_last_resort(self) -> bool:
-        """Eager CPU loading its own batches: what any other plan falls back to when it fails (a
-        device, compiling, or a DataLoader worker); its own failure is a bug or bad input."""
-        return self.is_eager_cpu and not self.loader_workers
+        """Eager CPU loading its own batches, in PyTorch's default layout and precision: what any
+        other plan falls back to when it fails (a device, compiling, a DataLoader worker, a
+        layout or precision); its own failure is a bug or bad input."""
+        return self.is_eager_cpu and not self.loader_workers and not self.memory_format and not self.precision
 
     @property
     def is_compiled(self) -> bool:
@@ -52,7 +65,13 @@ class Plan:
 
     def as_eager(self) -> Plan:
         """The same CPU plan without torch.compile: what a compiled plan's steps start from."""
-        return Plan("cpu", threads=self.threads, loader_workers=self.loader_workers)
+        return Plan(
+            "cpu",
+            threads=self.threads,
+            loader_workers=self.loader_workers,
+            memory_format=self.memory_format,
+            precision=self.precision,
+        )
 
     def computing(self) -> Plan:
         """The plan without its data-loading setting: what the calibrated step measures."""
@@ -61,12 +80,25 @@ class Plan:
     def with_loader(self, workers: int | None) -> Plan:
         return replace(self, loader_workers=workers)
 
+    def with_settings(self, memory_format: str | None = None, precision: str | None = None) -> Plan:
+        """The plan in another layout or precision (the defaults spelled as None)."""
+        return replace(
+            self,
+            memory_format=None if memory_format in (None, "contiguous") else memory_format,
+            precision=None if precision in (None, "fp32") else precision,
+        )
+
+    def default_settings(self) -> Plan:
+        """The same plan in PyTorch's default layout and precision: what calibration measures."""
+        return self.with_settings() if self.memory_format or self.precision else self
+
     @property
     def workers(self) -> tuple[Plan, ...]:
         """The plans a split plan's workers run (one batch shared among them); () for any other plan."""
         if self.backend != SPLIT or not self.mode:
             return ()
-        return tuple(_worker_plan(t) for t in self.mode.split("+"))
+        # each worker runs the split's layout and precision on its share
+        return tuple(_worker_plan(t).with_settings(self.memory_format, self.precision) for t in self.mode.split("+"))
 
     @classmethod
     def split(cls, workers: tuple[Plan, ...] | list[Plan]) -> Plan:
@@ -75,7 +107,9 @@ class Plan:
     @property
     def label(self) -> str:
         if self.workers:
-            return f"{SPLIT}: " + " + ".join(w.label for w in self.workers)
+            settings = ", ".join(s for s in (self.memory_format, self.precision) if s)
+            shares = " + ".join(_worker_plan(t).label for t in (self.mode or "").split("+"))
+            return f"{SPLIT}: {shares}" + (f" ({settings})" if settings else "")
         parts = [self.backend]
         if self.threads:
             parts.append(f"{self.threads} thread" + ("s" if self.threads != 1 else ""))
@@ -83,6 +117,10 @@ class Plan:
             parts.append(self.device)
         if self.mode:
             parts.append(self.mode)
+        if self.memory_format:
+            parts.append(self.memory_format)
+        if self.precision:
+            parts.append(self.precision)
         if self.loader_workers:
             parts.append(f"{self.loader_workers} loader worker" + ("s" if self.loader_workers != 1 else ""))
         return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
@@ -98,6 +136,8 @@ class Plan:
             device=data.get("device"),
             mode=data.get("mode"),
             loader_workers=data.get("loader_workers"),
+            memory_format=data.get("memory_format"),
+            precision=data.get("precision"),
         )
 
 

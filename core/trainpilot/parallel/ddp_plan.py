@@ -10,7 +10,9 @@ PREFIX = "ddp-"
 
 
 def ddp_plan(rank_plan: Plan, world_size: int) -> Plan:
-    return Plan(rank_plan.backend, threads=rank_plan.threads, device=rank_plan.device, mode=f"{PREFIX}{world_size}")
+    return Plan(
+        rank_plan.backend, threads=rank_plan.threads, device=rank_plan.device, mode=f"{PREFIX}{world_size}"
+    ).with_settings(rank_plan.memory_format, rank_plan.precision)
 
 
 def ddp_world_size(plan: Plan) -> int | None:

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from trainpilot.errors import BackendUnavailable
+from trainpilot.job.precision import autocast
 from trainpilot.plans import Plan
 from trainpilot.predict.shares import finish_time_shares, shard_weights
 
@@ -151,8 +152,9 @@ class SplitRunner:
                         mine.copy_(host, non_blocking=True)
                 net.train(model.training)
                 xs, ys = xs.to(device, non_blocking=True), ys.to(device, non_blocking=True)
-            logits = net(xs)
-            loss = loss_fn(logits, ys)
+            with autocast(self.devices[i], self.plan.precision):  # autocast is per thread: set in each worker
+                logits = net(xs)
+                loss = loss_fn(logits, ys)
             grads = torch.autograd.grad(loss, net_params, allow_unused=True)
             if replica is not None:
                 grads = tuple(g.to("cpu") if g is not None else None for g in grads)

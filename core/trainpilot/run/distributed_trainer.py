@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from trainpilot.job.layout import batch_to_layout
+from trainpilot.job.precision import autocast
 from trainpilot.parallel.group import RankGroup
 from trainpilot.parallel.rank_speed import RankSpeeds, equal_shares, measure_shares, refined_shares
 from trainpilot.parallel.step_clock import StepClock, StepFigures, gradient_hook, shard_loss
@@ -79,14 +81,15 @@ class DistributedTrainer(Trainer):
         shares = self.shares_for(len(batch_idx))
         first = sum(shares[: self.group.rank])
         idx = batch_idx[first : first + shares[self.group.rank]]
-        x = self._batch(self._inputs, idx).to(self.device, non_blocking=True)
+        x = batch_to_layout(self._batch(self._inputs, idx).to(self.device, non_blocking=True), self._layout)
         y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         # full batches only: a short last batch's fixed per-step cost weighs more per sample
         with self._clock.timing(len(idx) if len(batch_idx) == self.batch_size else 0):
-            logits = self.model(x)
-            loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
+            with autocast(self.device, self.plan.precision if self.plan is not None else None):
+                logits = self.model(x)
+                loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
             correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0
             figures = [float(loss_sum.detach()), float(correct), float(len(idx)), 1.0 if self.wants_stop() else 0.0]
             self._figures.put(figures)  # they ride on the gradient all-reduce (StepFigures)

@@ -76,6 +76,8 @@ class Trainer:
         self._runner: Any = None  # the plan's own forward+backward, when its backend has one
         self._stream: tuple[int, int, Iterator[Any]] | None = None  # (epoch, next step, batches) from workers
         self.last_val_loss: float | None = None
+        self._layout: str | None = None  # the memory format the model's weights are in now (None: PyTorch's default)
+        self._scaler: Any = None  # fp16's gradient scaler (job/precision.py), while an fp16 plan runs
 
     def _new_optimizer(self) -> torch.optim.Optimizer:
         from trainpilot.errors import JobError
@@ -108,6 +110,7 @@ class Trainer:
             self._backend(self.plan.backend).synchronize(self.plan)
         self.full_model.to(device)
         move_optimizer_state(self.optimizer, device)
+        self._use_settings(plan, device)
         self.model, self._inputs = backend.adapt_job(self.full_model, getattr(self.train_set, "X", None), plan)
         self.device, self.plan = device, plan
         self._in_train_mode = False
@@ -116,6 +119,21 @@ class Trainer:
         if self._runner is not None:
             self._runner.close()
         self._runner = backend.step_runner(self.model, plan)  # None: this loop runs the step
+
+    def _use_settings(self, plan: Plan, device: torch.device) -> None:
+        """The plan's layout and precision: weights and optimizer state converted when the layout
+        changes (same values, other strides), and a gradient scaler kept across fp16 plans."""
+        from trainpilot.job.layout import model_to_layout, optimizer_to_layout
+        from trainpilot.job.precision import grad_scaler
+
+        if plan.memory_format != self._layout:
+            model_to_layout(self.full_model, plan.memory_format)
+            optimizer_to_layout(self.optimizer, plan.memory_format)
+            self._layout = plan.memory_format
+        if plan.precision != "fp16":
+            self._scaler = None
+        elif self._scaler is None or self.device.type != device.type:
+            self._scaler = grad_scaler(device, plan.precision)
 
     def _count_workers(self, data: Any) -> None:
         """A loader's worker processes: their CPU is this run's, not load it meets."""
@@ -177,12 +195,15 @@ class Trainer:
 
     def train_step(self, epoch: int, step: int) -> StepResult:
         """Run step `step` (0-based) of `epoch` and return what it did."""
+        from trainpilot.job.layout import batch_to_layout
         from trainpilot.job.objective import batch_size_of, split_batch, to_device
+        from trainpilot.job.precision import autocast
 
         start = time.perf_counter()
         order = self.epoch_order(epoch)
         idx = order[step * self.batch_size : (step + 1) * self.batch_size]
-        batch = to_device(self._fetch(epoch, step, idx), self.device, non_blocking=True)
+        batch = batch_to_layout(to_device(self._fetch(epoch, step, idx), self.device, non_blocking=True), self._layout)
+        precision = self.plan.precision if self.plan is not None else None
         if not self._in_train_mode:  # train() walks every module: once per epoch, not at every step
             self.model.train()
             self._in_train_mode = True
@@ -192,9 +213,17 @@ class Trainer:
             output, loss = self._runner.forward_backward(self.model, self.loss_fn, x, y)
             target = y
         else:
-            loss, output, target = self.objective(self.model, batch)
-            loss.backward()
-        self.optimizer.step()
+            with autocast(self.device, precision):
+                loss, output, target = self.objective(self.model, batch)
+            if self._scaler is not None:
+                self._scaler.scale(loss).backward()
+            else:
+                loss.backward()
+        if self._scaler is not None:
+            self._scaler.step(self.optimizer)
+            self._scaler.update()
+        else:
+            self.optimizer.step()
         seen = batch_size_of(batch) or len(idx)
         metric = self.objective.metric(output, target)  # .item() syncs the device: timings stay honest
         loss_value = float(loss.detach())
@@ -221,7 +250,9 @@ class Trainer:
     @torch.no_grad()
     def accuracy_on(self, data: Any) -> float | None:
         """The job's metric on `data` (accuracy for the zoo); sets `last_val_loss` as well."""
+        from trainpilot.job.layout import batch_to_layout
         from trainpilot.job.objective import batch_size_of, to_device
+        from trainpilot.job.precision import autocast
 
         self.last_val_loss = None
         if len(data) == 0:
@@ -238,8 +269,9 @@ class Trainer:
             stream = data.loader(batches, self.loader_workers, pin_memory=self.device.type == "cuda")
             self._count_workers(data)
         for batch in stream:
-            batch = to_device(batch, self.device)
-            loss, output, target = self.objective(model, batch)
+            batch = batch_to_layout(to_device(batch, self.device), self._layout)
+            with autocast(self.device, self.plan.precision if self.plan is not None else None):
+                loss, output, target = self.objective(model, batch)
             n = batch_size_of(batch)
             loss_sum += float(loss) * n
             metric_sum += (self.objective.metric(output, target) or 0.0) * n
@@ -255,6 +287,7 @@ class Trainer:
             "optimizer_state": _to_cpu(self.optimizer.state_dict()),
             "torch_rng": torch.get_rng_state(),
             **({"scheduler_state": self.scheduler.state_dict()} if self.scheduler is not None else {}),
+            **({"grad_scaler_state": self._scaler.state_dict()} if self._scaler is not None else {}),
         }
 
     def snapshot(self) -> dict[str, Any]:
@@ -265,6 +298,13 @@ class Trainer:
         self.full_model.load_state_dict(state["model_state"])
         self.optimizer.load_state_dict(state["optimizer_state"])
         move_optimizer_state(self.optimizer, self.device)
+        if self._layout is not None:  # the checkpoint's tensors come back in their saved layout
+            from trainpilot.job.layout import model_to_layout, optimizer_to_layout
+
+            model_to_layout(self.full_model, self._layout)
+            optimizer_to_layout(self.optimizer, self._layout)
+        if self._scaler is not None and "grad_scaler_state" in state:
+            self._scaler.load_state_dict(state["grad_scaler_state"])
         if self.scheduler is not None and "scheduler_state" in state:
             self.scheduler.load_state_dict(state["scheduler_state"])
         if isinstance(state.get("torch_rng"), torch.Tensor):
@@ -275,6 +315,8 @@ class Trainer:
         they hold now: after a device fault those may be half-updated, or on a device that no
         longer answers. The parameters are replaced (assign=True), so the optimizer is rebuilt."""
         self.plan, self.device = None, torch.device("cpu")
+        # assign=True takes the snapshot's tensors in whatever layout they were saved: "" makes the next plan convert
+        self._layout, self._scaler = "", None
         self.full_model.load_state_dict(_clone(state["model_state"]), assign=True)
         self.model, self._inputs = self.full_model, getattr(self.train_set, "X", None)
         self._in_train_mode = False
