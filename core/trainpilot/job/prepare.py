@@ -84,10 +84,20 @@ def build_from(job: Job) -> Any:
     return model
 
 
-def prepare(job: Job, *, epochs: int, val_fraction: float = 0.1, seed: int = 0, meter: Any = None) -> PreparedJob:
+def prepare(
+    job: Job,
+    *,
+    epochs: int,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+    meter: Any = None,
+    precisions: tuple[str, ...] = (),
+) -> PreparedJob:
     """Resolve, split and profile `job` for a run of `epochs` epochs. `meter`: a context manager
     factory whose `.result.cores` says what other processes used meanwhile (machine/contention.py's
-    ExternalCpuMeter): with it, the job's step is also probed on every core when the machine is quiet."""
+    ExternalCpuMeter): with it, the job's step is also probed on every core when the machine is quiet.
+    `precisions`: the mixed precisions this CPU runs natively that the run may use; the job's
+    step is probed in them (and in channels_last, for a convolutional job) beside fp32 NCHW."""
     from torch import nn
 
     data, taken = resolve_data(job.data, collate_fn=job.collate_fn)
@@ -103,7 +113,7 @@ def prepare(job: Job, *, epochs: int, val_fraction: float = 0.1, seed: int = 0, 
         raise JobError(f"{job.title}: no samples are left to train on after holding out the validation split")
     seed_everything(seed)
     if job.zoo is not None:
-        profile = _zoo_profile(job, data, train_set, batch_size, epochs)
+        profile, probe = _zoo_profile(job, data, train_set, batch_size, epochs)
         objective = resolve_objective(job, train_set.batch(np.arange(min(2, len(train_set)))))
     else:
         try:
@@ -123,6 +133,9 @@ def prepare(job: Job, *, epochs: int, val_fraction: float = 0.1, seed: int = 0, 
         probes = _probe(job, probe, train_set, objective, batch_size, meter)
         form = "step" if job.step is not None else "loss"
         profile = replace(profile, extra={**profile.extra, "job_form": form, **probes})
+    profile = replace(
+        profile, extra={**profile.extra, **_probe_settings(job, probe, train_set, objective, batch_size, precisions)}
+    )
     profile = replace(profile, **_loading(job, train_set, batch_size))
     return PreparedJob(job, data, train_set, val_set, profile, objective, seed, batch_size, taken.get("shuffle", True))
 
@@ -154,7 +167,44 @@ def _probe(job: Job, model: Any, train_set: Any, objective: Objective, batch_siz
         raise JobError(f"{job.title}: a training step on a full batch failed: {describe_exception(exc)}") from exc
 
 
-def _zoo_profile(job: Job, data: Any, train_set: Any, batch_size: int, epochs: int) -> WorkloadProfile:
+def _probe_settings(
+    job: Job, model: Any, train_set: Any, objective: Objective, batch_size: int, precisions: tuple[str, ...]
+) -> dict[str, Any]:
+    """The job's step in channels_last (a convolutional job) and in each of `precisions`, timed
+    against fp32 NCHW on one thread and on every core (step_probe.probe_settings):
+    extra["settings_probe"] = {threads: {variant: ratio}}, extra["channels_last_applies"]."""
+    import os
+
+    import torch
+
+    from trainpilot.job.layout import layout_applies
+    from trainpilot.job.step_probe import probe_settings
+    from trainpilot.plans import CHANNELS_LAST
+
+    batch = train_set.batch(np.arange(min(batch_size, len(train_set))))
+    state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):  # probing must not move the run's seeded draws
+        try:
+            layout = layout_applies(model, batch)
+            variants: list[tuple[str | None, str | None]] = [(CHANNELS_LAST, None)] if layout else []
+            for precision in precisions:
+                variants += [(None, precision)] + ([(CHANNELS_LAST, precision)] if layout else [])
+            if not variants:
+                return {"channels_last_applies": False}
+            make = job.optimizer or (lambda params: torch.optim.Adam(params, lr=1e-3))
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            found = {
+                str(t): probe_settings(model, batch, objective, make, variants, t) for t in sorted({1, max(cores, 1)})
+            }
+        except Exception as exc:  # the default step works (profiled above): only the variants are lost
+            return {"channels_last_applies": False, "settings_error": describe_exception(exc)}
+        finally:
+            np.random.set_state(state)
+    return {"channels_last_applies": layout, "settings_probe": found}
+
+
+def _zoo_profile(job: Job, data: Any, train_set: Any, batch_size: int, epochs: int) -> tuple[WorkloadProfile, Any]:
+    """The zoo model's profile, and the model it was taken on (the settings probe trains copies)."""
     from trainpilot.job.models import build_model
     from trainpilot.job.workload import profile_model
 
@@ -167,7 +217,7 @@ def _zoo_profile(job: Job, data: Any, train_set: Any, batch_size: int, epochs: i
         name=job.zoo.name,
         batch_size=batch_size,
         epochs=epochs,
-    )
+    ), module
 
 
 def _check_val(job: Job, val_set: Any, objective: Objective, train_batch: Any) -> None:
@@ -228,6 +278,7 @@ def prepare_job(
     batch_size: int,
     val_fraction: float = 0.1,
     seed: int = 0,
+    precisions: tuple[str, ...] = (),
 ) -> PreparedJob:
     """A zoo model (or `path.py:Class`) on `dataset`: a path, None or "demo" for the bundled set, or
     a loaded `data.Dataset`."""
@@ -236,4 +287,10 @@ def prepare_job(
 
     spec = ModelSpec.from_config(model)
     data = dataset if isinstance(dataset, Dataset) else resolve_dataset(dataset)
-    return prepare(zoo_job(spec, data, batch_size=batch_size), epochs=epochs, val_fraction=val_fraction, seed=seed)
+    return prepare(
+        zoo_job(spec, data, batch_size=batch_size),
+        epochs=epochs,
+        val_fraction=val_fraction,
+        seed=seed,
+        precisions=precisions,
+    )

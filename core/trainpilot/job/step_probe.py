@@ -11,6 +11,7 @@ that one gives the job's own thread scaling too (its small ops may scale worse t
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -45,3 +46,64 @@ def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any, thre
     finally:
         torch.set_num_threads(before)
         model.zero_grad(set_to_none=True)
+
+
+SETTINGS_PROBE_S = 0.6  # per thread count: each variant's steps alternate with the default's for this long
+SETTINGS_PROBE_ROUNDS = 12
+
+
+def probe_settings(
+    model: Any,
+    batch: Any,
+    objective: Any,
+    make_optimizer: Any,
+    variants: list[tuple[str | None, str | None]],
+    threads: int,
+) -> dict[str, float]:
+    """How fast the job's own step runs in each (memory_format, precision) variant against
+    PyTorch's default (NCHW, fp32): {variant key: variant step / default step}. Each variant
+    trains its own copy of the model, and their steps alternate round by round, so a moment of
+    load on this shared machine slows all of them alike; the fastest step of each counts."""
+    import copy
+
+    import torch
+
+    from trainpilot.job.layout import batch_to_layout, model_to_layout
+    from trainpilot.job.precision import autocast
+
+    def one_step(net: Any, optimizer: Any, inputs: Any, precision: str | None) -> float:
+        began = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(torch.device("cpu"), precision):
+            loss = objective(net, inputs)[0]
+        loss.backward()
+        optimizer.step()
+        float(loss.detach())
+        return time.perf_counter() - began
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        runs = [(None, None), *variants]
+        nets = [model_to_layout(copy.deepcopy(model), fmt) for fmt, _ in runs]
+        optimizers = [make_optimizer(net.parameters()) for net in nets]
+        batches = [batch_to_layout(batch, fmt) for fmt, _ in runs]
+        for net in nets:
+            net.train()
+        best = [math.inf] * len(runs)
+        start = time.perf_counter()
+        for round_ in range(SETTINGS_PROBE_ROUNDS + 1):
+            for i, (_fmt, precision) in enumerate(runs):
+                took = one_step(nets[i], optimizers[i], batches[i], precision)
+                if round_:  # the first step of each (allocations, oneDNN's kernel choice) is not a speed
+                    best[i] = min(best[i], took)
+            if round_ >= 2 and time.perf_counter() - start > SETTINGS_PROBE_S:
+                break
+        return {settings_key(fmt, p): best[i] / best[0] for i, (fmt, p) in enumerate(runs) if i}
+    finally:
+        torch.set_num_threads(before)
+
+
+def settings_key(memory_format: str | None, precision: str | None) -> str:
+    """ "channels_last", "bf16", "channels_last+bf16": how probes and calibration name a variant."""
+    return "+".join(s for s in (memory_format, precision) if s)

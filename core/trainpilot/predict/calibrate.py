@@ -193,6 +193,7 @@ def run_calibration(
         key = plan_key(plan)
         bandwidth = memory_bandwidth(plan.threads, 0.03 if quick else 0.1) if plan.backend == "cpu" else None
         result[key] = PlanCalibration(plan, measured[(key, 0)], measured.get((key, 1)), bandwidth)
+    settings = _settings(result, suite, quick, say)
     duration = time.perf_counter() - started
     say(1.0, f"calibrated {len(plans)} plan(s) in {duration:.1f}s")
     return Calibration(
@@ -203,4 +204,29 @@ def run_calibration(
         duration_s=duration,
         torch_version=str(torch.__version__),
         notes=tuple(notes),
+        settings=settings,
+    )
+
+
+def _settings(
+    plans: dict[str, PlanCalibration], suite: tuple[BenchSpec, ...], quick: bool, say: Progress
+) -> dict[str, dict[str, dict[str, float]]]:
+    """channels_last and native mixed precision on the micro-benchmarks (settings_calibration.py).
+    Quick mode (a machine's first sight) measures the CPU's layouts only: a job's own step probe
+    covers its CPU precisions, and that probe is what a CPU plan is predicted from anyway."""
+    from trainpilot.machine.precision_support import native_precision
+    from trainpilot.predict.settings_calibration import measure_settings
+
+    def precisions(plan: Plan) -> tuple[str, ...]:
+        if quick and plan.backend == "cpu":
+            return ()
+        return tuple(p for p in ("bf16", "fp16") if native_precision(plan, p))
+
+    return measure_settings(
+        plans,
+        suite,
+        precisions,
+        sync=_device_sync,
+        min_seconds=0.02 if quick else 0.1,
+        progress=lambda f, m: say(0.96 + 0.035 * f, m),
     )

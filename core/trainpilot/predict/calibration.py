@@ -96,6 +96,10 @@ class Calibration:
     # torch.compile's costs (`calibrate --compile`); None until measured. An optional key: files
     # without it read as before, and a TrainPilot that does not know it ignores it.
     compile: CompileCalibration | None = None
+    # Step settings that keep the math (predict/settings_calibration.py): per eager plan key, per
+    # variant ("channels_last", "bf16", "channels_last+bf16"), per layer kind, the cost of that
+    # kind's FLOPs in the variant over their cost in fp32 NCHW. An optional key, as `compile` is.
+    settings: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     @property
     def is_described(self) -> bool:
@@ -151,6 +155,10 @@ class Calibration:
             described=data.get("described"),
             notes=tuple(data.get("notes", ())),
             compile=CompileCalibration.from_dict(data["compile"]) if data.get("compile") else None,
+            settings={
+                str(k): {str(v): {str(kind): float(r) for kind, r in kinds.items()} for v, kinds in variants.items()}
+                for k, variants in (data.get("settings") or {}).items()
+            },
         )
 
 

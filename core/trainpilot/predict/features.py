@@ -8,7 +8,7 @@ whatever `profile_model` counts or misses, it counts or misses the same way on b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = ("conv", "dense", "recurrent")
@@ -41,6 +41,9 @@ class WorkFeatures:
     probe_step_s: float = 0.0  # a job's own training step timed on one thread (job/step_probe.py); 0: none
     probe_all_s: float = 0.0  # the same on `probe_threads` threads, timed on a quiet machine; 0: none
     probe_threads: int = 0
+    # the job's step in other layouts / precisions against fp32 NCHW, probed before planning
+    # (job/step_probe.probe_settings): {variant key: {threads: variant step / default step}}
+    settings_ratios: dict[str, dict[int, float]] = field(default_factory=dict)
 
     @property
     def dominant_kind(self) -> str:
@@ -142,7 +145,22 @@ def features_of(profile: Any, epochs: int | None = None) -> WorkFeatures:
         probe_step_s=float(extra.get("probe_step_s", 0.0) or 0.0) if isinstance(extra, dict) else 0.0,
         probe_all_s=float(extra.get("probe_all_s", 0.0) or 0.0) if isinstance(extra, dict) else 0.0,
         probe_threads=int(extra.get("probe_threads", 0) or 0) if isinstance(extra, dict) else 0,
+        settings_ratios=settings_ratios(extra.get("settings_probe") if isinstance(extra, dict) else None),
     )
+
+
+def settings_ratios(probe: Any) -> dict[str, dict[int, float]]:
+    """extra["settings_probe"] ({threads: {variant: ratio}}, JSON keys as text) by variant."""
+    out: dict[str, dict[int, float]] = {}
+    if not isinstance(probe, dict):
+        return out
+    for threads, ratios in probe.items():
+        if not isinstance(ratios, dict):
+            continue
+        for key, ratio in ratios.items():
+            if isinstance(ratio, (int, float)) and ratio > 0:
+                out.setdefault(str(key), {})[int(threads)] = float(ratio)
+    return out
 
 
 def kind_breakdown(

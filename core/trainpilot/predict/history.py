@@ -74,6 +74,8 @@ ADDED_COLUMNS = {
     "learn": "INTEGER NOT NULL DEFAULT 1",  # 0: a finished run the cost model must not learn from
     "ui_cores": "REAL",  # of busy_cores, what this process's own UI used (contention.ExternalCpuMeter)
     "loader_workers": "INTEGER",  # the plan's DataLoader workers (NULL: batches loaded in the training process)
+    "memory_format": "TEXT",  # the plan's layout (NULL: PyTorch's default, contiguous)
+    "precision": "TEXT",  # the plan's mixed precision (NULL: fp32)
 }
 
 
@@ -289,6 +291,8 @@ class History:
         "energy_source",
         "ui_cores",
         "loader_workers",
+        "memory_format",
+        "precision",
     )
 
     @staticmethod
@@ -319,6 +323,8 @@ class History:
             record.energy_source,
             record.ui_cores,
             record.plan.loader_workers,
+            record.plan.memory_format,
+            record.plan.precision,
         )
 
     def _write(self, sql: str, values: tuple[Any, ...], conn: sqlite3.Connection | None = None) -> int:
@@ -457,6 +463,8 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
             device=row["device"],
             mode=row["mode"],
             loader_workers=row["loader_workers"] if "loader_workers" in row.keys() else None,
+            memory_format=row["memory_format"] if "memory_format" in row.keys() else None,
+            precision=row["precision"] if "precision" in row.keys() else None,
         ),
         busy_cores=row["busy_cores"],
         cpu_percent=row["cpu_percent"],

@@ -184,12 +184,17 @@ def similarity(a: WorkFeatures | Shape, b: WorkFeatures | Shape) -> float:
     return kind * math.exp(-d)
 
 
+SETTINGS_MATCH = 0.3  # a run in another layout or precision: its residual says how this machine
+# runs the plan's threads and device now, not how the setting does; its own runs soon outweigh it
+
+
 def plan_match(a: Plan, b: Plan) -> float:
     if a.backend != b.backend:
         return 0.0
+    settings = 1.0 if (a.memory_format, a.precision) == (b.memory_format, b.precision) else SETTINGS_MATCH
     if a.backend == "cpu":
-        return 1.0 if (a.threads, a.mode) == (b.threads, b.mode) else 0.0
-    return 1.0 if (a.device, a.mode) == (b.device, b.mode) else 0.7
+        return settings if (a.threads, a.mode) == (b.threads, b.mode) else 0.0
+    return settings * (1.0 if (a.device, a.mode) == (b.device, b.mode) else 0.7)
 
 
 def similarities(obs: list[Observation], feats: WorkFeatures) -> list[float]:
@@ -222,7 +227,7 @@ def correction(
         if w < 1e-3:
             continue
         values.append((o.log_ratio, w))
-        if same and load > 0.5:
+        if same and load > 0.5 and pm >= 1.0:
             exact += 1
         elif w > 0.1:
             similar += 1

@@ -132,13 +132,18 @@ class BenchTrainer:
         device: str = "cpu",
         sync: Callable[[], None] | None = None,
         wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+        memory_format: str | None = None,
+        precision: str | None = None,
     ):
         import numpy as np
         import torch
 
+        from trainpilot.job.layout import model_to_layout
+
         torch.manual_seed(0)
         self.spec, self.dev = spec, torch.device(device)
-        self.model = build_bench_model(spec).to(self.dev)
+        self.memory_format, self.precision = memory_format, precision  # the step settings (settings_calibration.py)
+        self.model = model_to_layout(build_bench_model(spec).to(self.dev), memory_format)
         self.run = wrap(self.model) if wrap else self.model
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
         self.loss_fn = torch.nn.CrossEntropyLoss()
@@ -152,13 +157,19 @@ class BenchTrainer:
         import numpy as np
         import torch
 
+        from trainpilot.job.layout import batch_to_layout
+        from trainpilot.job.precision import autocast
+
         idx = self.rng.permutation(self.pool)[: batch or self.spec.batch]
-        x = torch.as_tensor(np.asarray(self.X[idx]), dtype=torch.float32).to(self.dev)
+        x = batch_to_layout(
+            torch.as_tensor(np.asarray(self.X[idx]), dtype=torch.float32).to(self.dev), self.memory_format
+        )
         t = torch.as_tensor(self.y[idx]).to(self.dev)
         self.run.train()
         self.optimizer.zero_grad(set_to_none=True)
-        logits = self.run(x)
-        loss = self.loss_fn(logits, t)
+        with autocast(self.dev, self.precision):
+            logits = self.run(x)
+            loss = self.loss_fn(logits, t)
         loss.backward()
         self.optimizer.step()
         int((logits.argmax(dim=1) == t).sum())  # the trainer's accuracy count (and a device sync)

@@ -81,6 +81,8 @@ def _compute_estimate(
 ) -> RooflineEstimate | None:
     if plan.is_compiled:
         return _compiled_estimate(features, plan, busy_cores, calibration)
+    if plan.memory_format or plan.precision:
+        return _settings_estimate(features, plan, busy_cores, calibration, probing)
     if plan.workers:  # several workers share each batch (predict/split_cost.py)
         return split_estimate(features, plan, busy_cores, calibration)
     cal = calibration.for_plan(plan)
@@ -156,6 +158,27 @@ def _scaled(found: RooflineEstimate, ratio: float) -> RooflineEstimate:
         breakdown=breakdown,
         note=f"the job's own steps run {ratio:.2f}x the roofline's pace here (probed)",
     )
+
+
+def _settings_estimate(
+    features: WorkFeatures, plan: Plan, busy_cores: float, calibration: Calibration, probing: bool
+) -> RooflineEstimate | None:
+    """A plan in another layout or precision: the same plan in fp32 NCHW, its compute scaled by
+    what the setting does to this job (predict/settings_cost.py). None when neither the job's
+    probe nor calibration has measured the setting on this backend."""
+    from trainpilot.predict.settings_cost import settings_ratio
+
+    base = _compute_estimate(features, plan.default_settings(), busy_cores, calibration, probing)
+    if base is None:
+        return None
+    found = settings_ratio(features, plan, calibration)
+    if found is None:
+        return None
+    ratio, why = found
+    scaled = _scaled(base, ratio)
+    from dataclasses import replace
+
+    return replace(scaled, note="; ".join(n for n in (base.note, why) if n))
 
 
 def _compiled_estimate(

@@ -1,0 +1,89 @@
+"""What a layout or precision does to a job's step: the ratio of its step time to fp32 NCHW's.
+
+Two sources, the job's own first:
+- the step probe (job/step_probe.probe_settings): the job's real step in each variant, alternated
+  with the default's, on one thread and on every core. A convolution's speed in channels_last
+  depends on its shapes and the thread count (a model may gain at one thread and lose at two), so
+  the job's own measurement beats any machine-wide rate. Between the measured thread counts the
+  ratio follows log2 of the threads, as the eager probe's does. CPU plans only: the probe runs
+  on the host.
+- calibration (predict/settings_calibration.py): per backend and thread count, what each setting
+  does to the micro-benchmarks' conv and dense FLOPs; applied to this job's FLOPs by kind.
+"""
+
+from __future__ import annotations
+
+import math
+
+from trainpilot.plans import Plan
+from trainpilot.predict.calibration import Calibration, plan_key
+from trainpilot.predict.features import WorkFeatures
+
+RATIO_BOUNDS = (0.1, 10.0)  # a variant further off than this measured a hiccup, not the setting
+
+
+def variant_key(plan: Plan) -> str:
+    return "+".join(s for s in (plan.memory_format, plan.precision) if s)
+
+
+def _threads(plan: Plan, logical_cpus: int) -> int | None:
+    """The host threads a plan computes on, or None when it is not a CPU plan (a split of CPU
+    workers counts one worker's threads: each runs its own share)."""
+    if plan.backend == "cpu":
+        return plan.threads or logical_cpus
+    if plan.workers and all(w.backend == "cpu" for w in plan.workers):
+        return max(w.threads or 1 for w in plan.workers)
+    return None
+
+
+def probed_ratio(features: WorkFeatures, key: str, threads: int) -> float | None:
+    measured = features.settings_ratios.get(key)
+    if not measured:
+        return None
+    points = sorted(measured.items())
+    if threads <= points[0][0] or len(points) == 1:
+        return points[0][1] if threads <= points[0][0] else points[-1][1]
+    for (t0, r0), (t1, r1) in zip(points, points[1:], strict=False):
+        if threads <= t1:
+            share = (math.log2(threads) - math.log2(t0)) / max(math.log2(t1) - math.log2(t0), 1e-9)
+            return r0 + (r1 - r0) * share
+    return points[-1][1]
+
+
+def calibrated_ratio(features: WorkFeatures, plan: Plan, calibration: Calibration) -> float | None:
+    """The step ratio calibration's per-kind FLOP ratios give this job on this plan's backend."""
+    base = plan.default_settings()
+    if base.is_compiled:
+        base = base.as_eager()
+    cal = calibration.for_plan(base)
+    if cal is None:
+        return None
+    key = plan_key(cal.plan)
+    kinds = calibration.settings.get(key, {}).get(variant_key(plan))
+    if not kinds:
+        return None
+    row = features.epoch_row()
+    total = sum(a * b for a, b in zip(row, cal.idle.vector(), strict=False))
+    if total <= 0:
+        return None
+    change = 0.0
+    for kind, ratio in kinds.items():
+        flops = features.samples * features.flops_by_kind.get(kind, 0.0)
+        change += flops * cal.idle.coef.get(kind, 0.0) * (ratio - 1.0)
+    return max(1.0 + change / total, RATIO_BOUNDS[0])
+
+
+def settings_ratio(features: WorkFeatures, plan: Plan, calibration: Calibration) -> tuple[float, str] | None:
+    """(variant step / default step, why) for `plan`, or None when nothing has measured it."""
+    key = variant_key(plan)
+    threads = _threads(plan, calibration.logical_cpus)
+    if threads is not None:
+        probed = probed_ratio(features, key, threads)
+        if probed is not None:
+            ratio = min(max(probed, RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
+            return ratio, f"{key}: the job's own step probed at {1 / ratio:.2f}x fp32 NCHW's at {threads} thread(s)"
+    calibrated = calibrated_ratio(features, plan, calibration)
+    if calibrated is not None:
+        ratio = min(max(calibrated, RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
+        return ratio, f"{key}: calibrated at {1 / ratio:.2f}x fp32 NCHW's for this model's layers"
+    return None
