@@ -125,9 +125,18 @@ class Control:
             session = self._session
         return call(session)
 
-    def override(self, backend: str, threads: int | None = None, mode: str | None = None) -> Any:
-        """Move the run to another plan; the Availability says whether it can run here (None: queued)."""
-        return self._do(lambda s: s.override_backend(backend, threads, mode))
+    def override(
+        self,
+        backend: str,
+        threads: int | None = None,
+        mode: str | None = None,
+        memory_format: str | None = None,
+        precision: str | None = None,
+    ) -> Any:
+        """Move the run to another plan (`memory_format` "contiguous" | "channels_last", `precision`
+        "fp32" | "bf16" | "fp16"; None: the fastest predicted); the Availability says whether it
+        can run here (None: queued). Weights and optimizer state are converted at the next step."""
+        return self._do(lambda s: s.override_backend(backend, threads, mode, memory_format, precision))
 
     def pause(self) -> None:
         self._do(lambda s: s.pause())
@@ -165,9 +174,13 @@ def plan(
     hardware: str | Path | None = None,
     auto_calibrate: bool = True,
     progress: Callable[[float, str], None] | None = None,
+    memory_format: str = "auto",
+    precision: str = "fp32",
 ) -> PlanReport:
     """Predict every plan for `job` and decide, without training. `hardware`: a described
-    machine (a .toml path or a shipped profile's name) to plan for instead of this one."""
+    machine (a .toml path or a shipped profile's name) to plan for instead of this one.
+    memory_format: auto | contiguous | channels_last; precision: fp32 | auto | bf16 | fp16
+    (mixed precision changes the numerics, so fp32 unless asked)."""
     from trainpilot.agent.planning import plan_job
 
     data = plan_job(
@@ -180,6 +193,8 @@ def plan(
         objective=objective,
         job=_as_job(job),
         val_fraction=val_fraction,
+        memory_format=memory_format,
+        precision=precision,
     )
     return PlanReport(data)
 
@@ -200,11 +215,16 @@ def fit(
     val_fraction: float = 0.1,
     compile: bool = False,
     record_history: bool = True,
+    memory_format: str = "auto",
+    precision: str = "fp32",
 ) -> FitResult:
     """Train `job` on the plan the agent picks (or `backend`/`threads`), and return the result.
 
     epochs: default 3, or with `resume` the resumed run's own count. workers: pin the DataLoader
     worker count (default: the agent chooses it with the threads, for a Dataset's data). resume: a run id (or "last").
+    memory_format: auto (the agent weighs channels_last for a convolutional model) | contiguous |
+    channels_last. precision: fp32 (default: it keeps the numerics) | auto | bf16 | fp16; mixed
+    precision runs only where the device has it natively.
     on_event: called with every event of the session (trainpilot.events). Ctrl-C checkpoints and
     stops the run (status "interrupted"; `resume=run_id` continues it); a second Ctrl-C raises.
     State (history, checkpoints, calibration) lives under TRAINPILOT_HOME, as for the CLI.
@@ -233,6 +253,8 @@ def fit(
             objective=objective,
             job=str(job) if isinstance(job, (str, Path)) else None,
             workers=workers,
+            memory_format=memory_format,
+            precision=precision,
         )
     )
     session = TrainingSession(config, job=the_job)

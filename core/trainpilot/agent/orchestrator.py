@@ -68,6 +68,8 @@ class Agent:
         on_step: Callable[[AgentStep], None] | None = None,
         backends: Callable[[str], Any] | None = None,
         objective: str = "time",
+        memory_format: str = "auto",
+        precision: str = "fp32",
     ):
         from trainpilot.backends import probe
         from trainpilot.parallel.plan_backends import resolve_backend
@@ -82,7 +84,10 @@ class Agent:
         self.workload_profile: Any = None
         self.last_plan: Plan | None = None
         self.last_decision: Decision | None = None
+        self.last_predictions: tuple[PlanPrediction, ...] = ()
         self.objective = check_objective(objective)  # time | energy | edp (energy/objective.py)
+        # which layouts and precisions the plans may use (agent/step_settings.py; --memory-format, --precision)
+        self.memory_format, self.precision = memory_format, precision
 
     # ---------------------------------------------------------------- trace
 
@@ -134,7 +139,9 @@ class Agent:
 
             out.extend(split_candidates(self.backends, self.hardware.logical_cpus, profile, self.hardware.backends))
         from trainpilot.agent.loader_plans import with_loader_workers
+        from trainpilot.agent.step_settings import with_step_settings
 
+        out = with_step_settings(out, profile, self.memory_format, self.precision)
         return with_loader_workers(out, profile, self.hardware.logical_cpus)
 
     def plan(
@@ -148,10 +155,15 @@ class Agent:
         explain = getattr(self.predictor, "explain", lambda p: p.source)
         power = self.power()
         from trainpilot.agent.loader_plans import loader_line
+        from trainpilot.agent.step_settings import payback_line, settings_line, settings_reasons
 
         loading = loader_line(profile)
         if loading:
             self._step("think", loading, data={"load_s_per_batch": getattr(profile, "load_s_per_batch", 0.0)})
+        settings = settings_line(profile, self.memory_format, self.precision)
+        if settings:
+            self._step("think", settings, data={"memory_format": self.memory_format, "precision": self.precision})
+        epochs = int(getattr(profile, "epochs", 1) or 1)
         for plan, avail in self.candidate_plans(profile):
             if plan.backend == "ane" and avail and not state.get("ane_available", True):
                 avail = Availability(False, "the observed hardware state says the ANE is unavailable")
@@ -181,7 +193,12 @@ class Agent:
                         "think",
                         f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)};"
                         f" {prediction.detail.get('energy_source')})"
-                        + (f"; {prediction.detail['loading']}" if prediction.detail.get("loading") else ""),
+                        + (f"; {prediction.detail['loading']}" if prediction.detail.get("loading") else "")
+                        + (
+                            f"; {payback}"
+                            if plan.is_compiled and (payback := payback_line(plan, [*predictions, prediction], epochs))
+                            else ""
+                        ),
                         data={
                             "plan": plan.to_dict(),
                             "predicted_s": prediction.predicted_s,
@@ -200,7 +217,7 @@ class Agent:
         decision = choose(
             predictions, self.objective, self.predictor.decide(profile, predictions, load, decision_state)
         )
-        for line in decision.reasoning:
+        for line in (*decision.reasoning, *settings_reasons(decision.plan, predictions, epochs)):
             self._step("think", line, decision.confidence)
         chosen = next((p for p in predictions if p.plan == decision.plan and p.predicted_s is not None), None)
         predicted = (
@@ -221,6 +238,7 @@ class Agent:
             },
         )
         self.last_plan, self.last_decision = decision.plan, decision
+        self.last_predictions = tuple(predictions)
         return PlanningResult(
             tuple(predictions), decision, tuple(self.trace[steps_before:]), time.perf_counter() - start
         )

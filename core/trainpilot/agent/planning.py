@@ -27,11 +27,20 @@ def profile_job(
     batch_size: int = 64,
     val_fraction: float = 0.1,
     seed: int = 0,
+    precisions: tuple[str, ...] = (),
 ) -> tuple[Any, Any]:
     """(profile, dataset) as a run prepares them (job/prepare.py)."""
     from trainpilot.job.prepare import prepare_job
 
-    job = prepare_job(model, dataset, epochs=epochs, batch_size=batch_size, val_fraction=val_fraction, seed=seed)
+    job = prepare_job(
+        model,
+        dataset,
+        epochs=epochs,
+        batch_size=batch_size,
+        val_fraction=val_fraction,
+        seed=seed,
+        precisions=precisions,
+    )
     return job.profile, job.dataset
 
 
@@ -98,6 +107,8 @@ def plan_job(
     objective: str = "time",
     job: Any = None,
     val_fraction: float = 0.1,
+    memory_format: str = "auto",
+    precision: str = "fp32",
 ) -> dict[str, Any]:
     """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}.
     `objective`: time | energy | edp, what the choice minimises (energy/objective.py). `job`: the
@@ -106,7 +117,15 @@ def plan_job(
     from trainpilot.machine.monitor import measure_load
 
     check_objective(objective)
+    from trainpilot.agent.step_settings import MEMORY_FORMAT_CHOICES, PRECISION_CHOICES, cpu_precisions
+    from trainpilot.errors import ConfigError
     from trainpilot.machine.allocator import keep_freed_memory
+
+    if memory_format not in MEMORY_FORMAT_CHOICES:
+        raise ConfigError(f"memory_format must be one of {', '.join(MEMORY_FORMAT_CHOICES)}, got '{memory_format}'")
+    if precision not in PRECISION_CHOICES:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISION_CHOICES)}, got '{precision}'")
+    precisions = cpu_precisions(precision)
 
     keep_freed_memory()  # as a run sets it before anything is timed: the job's step probe runs as its steps will
 
@@ -119,9 +138,11 @@ def plan_job(
             job = load_job(job)
         from trainpilot.machine.contention import ExternalCpuMeter
 
-        profile = prepare(job, epochs=epochs, val_fraction=val_fraction, meter=ExternalCpuMeter).profile
+        profile = prepare(
+            job, epochs=epochs, val_fraction=val_fraction, meter=ExternalCpuMeter, precisions=precisions
+        ).profile
     else:
-        profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
+        profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size, precisions=precisions)
     calibrated_now = False
     if hardware_file is not None:
         from trainpilot.machine.target_profiles import resolve_target
@@ -159,13 +180,20 @@ def plan_job(
         cost = CostModel.open(home, hardware=hardware)
         if auto_calibrate:
             calibrated_now = ensure_calibrated(cost, progress)
-        agent = Agent(predictor=cost, hardware=hardware, objective=objective)
+        agent = Agent(
+            predictor=cost, hardware=hardware, objective=objective, memory_format=memory_format, precision=precision
+        )
         load = measure_load(0.3)
         observation = observe_hardware(hardware, load)
         agent.observe(observation, profile)
         result = agent.plan(profile, load, observation)
         predictions, decision, thinking = list(result.predictions), result.decision, result.seconds
         trace = [s.text for s in result.steps]
+    if precision in ("bf16", "fp16") and hardware_file is None:
+        mine = [p for p in predictions if p.plan.precision == precision]
+        if not any(not p.excluded for p in mine):
+            reasons = "; ".join(dict.fromkeys(str(p.excluded_reason) for p in mine)) or "no device offers it"
+            raise ConfigError(f"--precision {precision}: nothing here runs it natively ({reasons}); use fp32 or auto")
     chosen_prediction = next((p for p in predictions if p.plan == decision.plan), None)
     return {
         "chosen": {

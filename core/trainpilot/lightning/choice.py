@@ -146,7 +146,8 @@ def plan_module(module: Any, loader: Any, *, epochs: int, objective: str, model:
     from trainpilot.agent.planning import plan_job
 
     job = lightning_job(module, loader, model=model)
-    report = plan_job("job", None, epochs=epochs, objective=objective, job=job)  # keeps the user's random state
+    # keeps the user's random state; PyTorch's layout, as the Trainer runs the module as written
+    report = plan_job("job", None, epochs=epochs, objective=objective, job=job, memory_format="contiguous")
     return choice_from(report, epochs=epochs, objective=objective)
 
 

@@ -3,7 +3,9 @@ a running Trainer is on, and the agent's prediction for that plan.
 
 A single-device Trainer runs the eager CPU plan (its threads are the process's torch threads, which
 Lightning leaves alone), one CUDA device, or MPS. The split, Core ML and torch.compile plans are
-TrainPilot's own training loops: Lightning cannot run them as they were predicted.
+TrainPilot's own training loops: Lightning cannot run them as they were predicted. Nor does a Trainer
+put a module in channels_last or under autocast on TrainPilot's say, so Lightning is planned in
+PyTorch's layout and fp32 (its own `precision=` stays the user's choice).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ LIGHTNING_BACKENDS = ("cpu", "cuda", "mps")
 
 def runnable(plan: Plan) -> bool:
     """Whether a single-device Lightning Trainer runs `plan` as TrainPilot predicted it."""
-    return plan.backend in LIGHTNING_BACKENDS and plan.mode is None
+    return plan.backend in LIGHTNING_BACKENDS and plan.mode is None and not plan.memory_format and not plan.precision
 
 
 def cuda_index(device: str | None) -> int:

@@ -32,6 +32,8 @@ class SessionConfig:
     objective: str = "time"  # what the agent minimises: time | energy | edp (energy/objective.py)
     job: str | None = None  # `file.py:make_job`: the user's own Job instead of `model` on `dataset`
     workers: int | None = None  # pin a job's DataLoader workers (None: the job's own, else the agent's choice)
+    memory_format: str = "auto"  # auto | contiguous | channels_last (agent/step_settings.py)
+    precision: str = "fp32"  # fp32 | auto | bf16 | fp16: mixed precision changes numerics, so only when asked
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,6 +60,14 @@ def validate_config(config: SessionConfig) -> SessionConfig:
         raise ConfigError("--freeze must be at least 1 (the number of leading layers Core ML runs frozen)")
     if config.workers is not None and config.workers < 0:
         raise ConfigError("--workers must be 0 or more (0: batches are loaded in the training process)")
+    from trainpilot.agent.step_settings import MEMORY_FORMAT_CHOICES, PRECISION_CHOICES
+
+    if config.memory_format not in MEMORY_FORMAT_CHOICES:
+        raise ConfigError(
+            f"--memory-format must be one of {', '.join(MEMORY_FORMAT_CHOICES)}, got '{config.memory_format}'"
+        )
+    if config.precision not in PRECISION_CHOICES:
+        raise ConfigError(f"--precision must be one of {', '.join(PRECISION_CHOICES)}, got '{config.precision}'")
     if config.threads is not None and config.threads < 1:
         raise ConfigError("--threads must be at least 1")
     if config.compile and config.backend not in ("auto", "cpu"):

@@ -21,12 +21,13 @@ from typing import Any
 
 from trainpilot import events as ev
 from trainpilot.energy import EST
-from trainpilot.errors import CheckpointError
+from trainpilot.errors import CheckpointError, ConfigError
+from trainpilot.machine.precision_support import native_precision
 from trainpilot.parallel.ddp_plan import ddp_plan, ddp_world_size
 from trainpilot.parallel.group import PeerLost, RankGroup
 from trainpilot.plans import Plan
 from trainpilot.run.config import SessionConfig
-from trainpilot.run.plan_choice import PlanChoice
+from trainpilot.run.plan_choice import PlanChoice, with_settings
 from trainpilot.run.session import TrainingSession
 from trainpilot.run.steering import Steering
 from trainpilot.run.strategy import Epoch, RunStrategy
@@ -88,6 +89,13 @@ class RankStrategy(RunStrategy):
                 or max(1, agent.hardware.logical_cpus // self.group.info.local_world_size)
             )
             rank_plan = Plan("cpu", threads=threads)
+        # no single-process prediction weighs a rank's layout or precision: what the options ask
+        # for explicitly, else PyTorch's defaults
+        rank_plan = with_settings(rank_plan, config, profile, ())
+        if rank_plan.precision:
+            native = native_precision(rank_plan, rank_plan.precision)
+            if not native:
+                raise ConfigError(f"--precision {rank_plan.precision}: {native.reason}; use fp32")
         plan = ddp_plan(rank_plan, self.group.world_size)
         return PlanChoice(
             plan,

@@ -169,11 +169,13 @@ class EpochLoop:
             elif kind == "resume":
                 yield ev.SessionResumed(s.run_id, len(s.rt.epoch_records) + 1, s.position[1])
             elif kind == "override":
-                backend, threads, mode, avail = arg
+                backend, threads, mode, avail, memory_format, precision = arg
                 if not avail:
                     yield ev.OverrideRefused(s.run_id, backend, avail.reason)
                     continue
-                plan = plan_for(s.backend_of(backend), s.logical_cpus, s.predictions, threads, mode)
+                plan = plan_for(
+                    s.backend_of(backend), s.logical_cpus, s.predictions, threads, mode, memory_format, precision
+                )
                 if plan == s.plan:
                     continue
                 yield from s.switcher.switch(plan, "user", f"user override to {plan.label}", None, self.load)

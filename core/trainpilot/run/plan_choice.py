@@ -20,9 +20,11 @@ class PlanChoice:
 
 
 def act_plan(decision: Any, cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
+    _check_precision(cfg, getattr(agent, "last_predictions", ()))
     if cfg.backend != "auto" or cfg.threads or cfg.compile:
         choice = forced_plan(cfg, agent, profile, backends)
-        return replace(choice, plan=with_loader(choice.plan, profile, decision.plan.loader_workers))
+        plan = with_settings(choice.plan, cfg, profile, getattr(agent, "last_predictions", ()))
+        return replace(choice, plan=with_loader(plan, profile, decision.plan.loader_workers))
     return PlanChoice(decision.plan, "agent", "; ".join(decision.reasoning) or "agent decision")
 
 
@@ -35,6 +37,39 @@ def with_loader(plan: Plan, profile: Any, chosen: int | None) -> Plan:
     if loader == "pinned":
         return plan.with_loader(int(getattr(profile, "pinned_workers", 0) or 0) or None)
     return plan.with_loader(chosen)
+
+
+def _check_precision(cfg: SessionConfig, predictions: Any) -> None:
+    """An explicit --precision bf16|fp16 that no device here runs natively is refused, with the
+    device's reason: emulated mixed precision is slower than fp32 and rounds anyway."""
+    from trainpilot.errors import ConfigError
+
+    if cfg.precision not in ("bf16", "fp16") or not predictions:
+        return
+    mine = [p for p in predictions if p.plan.precision == cfg.precision]
+    if any(not p.excluded for p in mine):
+        return
+    reasons = "; ".join(dict.fromkeys(str(p.excluded_reason) for p in mine)) or "no device offers it"
+    raise ConfigError(f"--precision {cfg.precision}: nothing here runs it natively ({reasons}); use fp32 or auto")
+
+
+def with_settings(plan: Plan, cfg: SessionConfig, profile: Any, predictions: Any) -> Plan:
+    """A plan the options forced, in the layout and precision the agent predicted fastest for it
+    among those allowed (forcing threads or a device leaves the settings to it); unpredicted, what
+    the options ask for explicitly, else PyTorch's defaults."""
+    from trainpilot.agent.step_settings import layout_applies
+
+    same = [
+        p
+        for p in predictions
+        if p.predicted_s is not None and not p.excluded and p.plan.computing().with_settings() == plan.computing()
+    ]
+    if same:
+        best = min(same, key=lambda p: p.predicted_s)
+        return plan.with_settings(best.plan.memory_format, best.plan.precision)
+    fmt = cfg.memory_format if cfg.memory_format != "auto" and layout_applies(profile) else None
+    precision = cfg.precision if cfg.precision not in ("auto", "fp32") else None
+    return plan.with_settings(fmt, precision)
 
 
 def forced_plan(cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
@@ -80,12 +115,29 @@ def plan_for(
     predictions: dict[Plan, PlanPrediction],
     threads: int | None,
     mode: str | None = None,
+    memory_format: str | None = None,
+    precision: str | None = None,
 ) -> Plan:
     """The plan of `backend` to move to. For the CPU: the thread count asked for, else the one
-    the agent predicted fastest (not blindly all threads), eager unless `mode` asks to compile."""
+    the agent predicted fastest (not blindly all threads), eager unless `mode` asks to compile.
+    The layout and precision asked for ("contiguous", "channels_last", "fp32", "bf16"...), else
+    the ones predicted fastest for that plan."""
+    fmt = None if memory_format in (None, "contiguous") else memory_format
+    prec = None if precision in (None, "fp32") else precision
+
+    def allowed(p: Plan) -> bool:
+        return (memory_format is None or p.memory_format == fmt) and (precision is None or p.precision == prec)
+
     plans = backend.plans(logical_cpus)
     if backend.name != "cpu":
-        return plans[0]
+        own = [
+            p
+            for p in predictions.values()
+            if p.plan.backend == backend.name and p.predicted_s is not None and allowed(p.plan)
+        ]
+        if own:
+            return min(own, key=lambda p: p.predicted_s).plan  # type: ignore[arg-type, return-value]
+        return plans[0].with_settings(fmt, prec)
     timed = [
         p
         for p in predictions.values()
@@ -93,12 +145,13 @@ def plan_for(
         and p.plan.mode == mode
         and p.predicted_s is not None
         and (not threads or p.plan.threads == threads)
+        and allowed(p.plan)
     ]
     if threads and not timed:
-        return Plan("cpu", threads=threads, mode=mode)
+        return Plan("cpu", threads=threads, mode=mode).with_settings(fmt, prec)
     if timed:
         return min(timed, key=lambda p: p.predicted_s).plan  # type: ignore[arg-type, return-value]
-    return max((p for p in plans if p.mode == mode), key=lambda p: p.threads or 0)
+    return max((p for p in plans if p.mode == mode), key=lambda p: p.threads or 0).with_settings(fmt, prec)
 
 
 def fallback_plan(cfg: SessionConfig, backend: Any, logical_cpus: int, predictions: dict[Plan, PlanPrediction]) -> Plan:
@@ -106,7 +159,9 @@ def fallback_plan(cfg: SessionConfig, backend: Any, logical_cpus: int, predictio
     worker that could not start or died)."""
     if cfg.threads:
         return Plan("cpu", threads=cfg.threads)
-    return plan_for(backend, logical_cpus, predictions, None).with_loader(None)
+    return plan_for(backend, logical_cpus, predictions, None, memory_format="contiguous", precision="fp32").with_loader(
+        None
+    )
 
 
 def override_availability(

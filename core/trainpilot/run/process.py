@@ -93,8 +93,15 @@ class ProcessSession:
         send, receive and handle, for a caller that paints no more often than that)."""
         self._tell("progress", max(float(seconds), 0.0))
 
-    def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability:
-        answer = self._ask("override", (backend, threads, mode))
+    def override_backend(
+        self,
+        backend: str,
+        threads: int | None = None,
+        mode: str | None = None,
+        memory_format: str | None = None,
+        precision: str | None = None,
+    ) -> Availability:
+        answer = self._ask("override", (backend, threads, mode, memory_format, precision))
         return answer if isinstance(answer, Availability) else Availability(False, "the training process has ended")
 
     def pause(self) -> None:

@@ -108,13 +108,26 @@ class TrainingSession:
 
     # ---------------------------------------------------------------- steering (any thread)
 
-    def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability:
-        """Ask to move the run to another backend (a CPU plan: `threads`, `mode="compiled"`) at the
-        next step boundary. Refused at once (and as an `OverrideRefused` event) when it cannot run here."""
+    def override_backend(
+        self,
+        backend: str,
+        threads: int | None = None,
+        mode: str | None = None,
+        memory_format: str | None = None,
+        precision: str | None = None,
+    ) -> Availability:
+        """Ask to move the run to another backend (a CPU plan: `threads`, `mode="compiled"`; any
+        plan: `memory_format` "contiguous" | "channels_last", `precision` "fp32" | "bf16" | "fp16",
+        None: the one predicted fastest) at the next step boundary. Refused at once (and as an
+        `OverrideRefused` event) when it cannot run here."""
         if backend not in BACKEND_NAMES:
             return Availability(False, f"unknown backend '{backend}'")
         avail = override_availability(backend, self._backends(backend), self.profile, threads, mode)
-        self.steering.override((backend, threads, mode, avail))
+        if avail and precision not in (None, "fp32"):
+            from trainpilot.machine.precision_support import native_precision
+
+            avail = native_precision(Plan(backend, threads=threads), precision)
+        self.steering.override((backend, threads, mode, avail, memory_format, precision))
         return avail
 
     def pause(self) -> None:
@@ -166,10 +179,20 @@ class TrainingSession:
             from dataclasses import replace
 
             own = replace(own, workers=cfg.workers)
+        from trainpilot.agent.step_settings import cpu_precisions
+
+        precisions = cpu_precisions(cfg.precision)  # the job's step is probed in these beside fp32
         if own is not None:
             from trainpilot.machine.contention import ExternalCpuMeter
 
-            job = prepare(own, epochs=cfg.epochs, val_fraction=cfg.val_fraction, seed=cfg.seed, meter=ExternalCpuMeter)
+            job = prepare(
+                own,
+                epochs=cfg.epochs,
+                val_fraction=cfg.val_fraction,
+                seed=cfg.seed,
+                meter=ExternalCpuMeter,
+                precisions=precisions,
+            )
         else:
             job = prepare_job(
                 cfg.model,
@@ -178,6 +201,7 @@ class TrainingSession:
                 batch_size=cfg.batch_size,
                 val_fraction=cfg.val_fraction,
                 seed=cfg.seed,
+                precisions=precisions,
             )
         self.prepared = job
         self.checkpoints.fingerprint = job.fingerprint()
@@ -216,6 +240,7 @@ class TrainingSession:
         agent = self._orchestrator or Agent(backends=self._backends, objective=cfg.objective)
         if cfg.objective != "time":
             agent.objective = cfg.objective
+        agent.memory_format, agent.precision = cfg.memory_format, cfg.precision
         self._orchestrator, self.forecast.predictor = agent, agent.predictor
         load = observe_load(self._ui_steady)
         observation = observe_hardware(agent.hardware, load)
