@@ -33,7 +33,7 @@ def test_jsonl_streams_every_event(dataset_dir):
 def test_backend_and_threads_options(dataset_dir):
     result = runner.invoke(app, ["headless", "run", "-m", "mlp", "-d", str(dataset_dir), "-e", "1", "--backend", "cpu", "--threads", "1", "--json", "-q"])
     data = json.loads(result.stdout)
-    assert data["plan"] == {"backend": "cpu", "threads": 1, "device": None, "mode": None, "loader_workers": None}
+    assert data["plan"] == {"backend": "cpu", "threads": 1, "device": None, "mode": None, "loader_workers": None, "memory_format": None, "precision": None}
     result = runner.invoke(app, ["headless", "run", "-m", "mlp", "-d", str(dataset_dir), "-e", "1", "--backend", "ane", "--json", "-q"])
     assert result.exit_code == 0
     data = json.loads(result.stdout)

@@ -19,7 +19,9 @@ def test_run_on_the_split_backend(dataset_dir) -> None:
     result = runner.invoke(app, ["headless", "run", "-m", "small_cnn", "-d", str(dataset_dir), "-e", "1", "--backend", "split", "--json", "-q"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["status"] == "success" and data["plan"] == {"backend": "split", "threads": None, "device": None, "mode": "cpu:1+cpu:1", "loader_workers": None}
+    plan = dict(data["plan"])
+    assert plan.pop("memory_format") in (None, "channels_last")  # the layout the agent predicts faster for small_cnn
+    assert data["status"] == "success" and plan == {"backend": "split", "threads": None, "device": None, "mode": "cpu:1+cpu:1", "loader_workers": None, "precision": None}
     history = runner.invoke(app, ["headless", "history", "--json"])
     assert json.loads(history.stdout)[0]["plan"]["mode"] == "cpu:1+cpu:1"
 

@@ -40,6 +40,7 @@ class ScriptedSession:
     start_plan: Plan = Plan("cpu", threads=2)
     availability: dict[str, Availability] = field(default_factory=lambda: dict(AVAILABILITY))
     run_id: str = RUN_ID
+    predictions: dict[Plan, float] = field(default_factory=lambda: dict(PREDICTIONS))  # the plans the agent weighs
 
     def __post_init__(self) -> None:
         self._commands: "queue.Queue[tuple[str, Any]]" = queue.Queue()
@@ -51,13 +52,23 @@ class ScriptedSession:
         self.checkpoints: list[ev.CheckpointSaved] = []
         self.finished: ev.RunFinished | None = None
         self.override_requests: list[str] = []
+        self.override_calls: list[dict[str, Any]] = []  # every override_backend call, with its arguments
 
     # ---------------------------------------------------------------- steering (any thread)
 
-    def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability:
+    def override_backend(
+        self,
+        backend: str,
+        threads: int | None = None,
+        mode: str | None = None,
+        memory_format: str | None = None,
+        precision: str | None = None,
+    ) -> Availability:
         self.override_requests.append(backend)
+        self.override_calls.append(dict(backend=backend, threads=threads, mode=mode, memory_format=memory_format,
+                                        precision=precision))
         avail = self.availability.get(backend, Availability(False, f"unknown backend '{backend}'"))
-        self._commands.put(("override", (backend, threads, mode, avail)))
+        self._commands.put(("override", (backend, threads, mode, avail, memory_format, precision)))
         return avail
 
     def pause(self) -> None:
@@ -90,12 +101,12 @@ class ScriptedSession:
         text = "workload small_cnn: 23,466 params, 3 layers, 2.1 MFLOP/sample, 2160 samples; CPU 12% busy, ANE unavailable"
         yield ev.HardwareObserved(self.run_id, {"model": "small_cnn"}, observation, text, at=AT)
         yield ev.AgentStepped(self.run_id, "observe", text, None, {"data": {"hardware": observation}}, at=AT)
-        for plan, seconds in PREDICTIONS.items():
+        for plan, seconds in self.predictions.items():
             yield ev.AgentStepped(self.run_id, "think", f"{plan.label}: predicted {seconds:.2f}s (estimate)", None, {"data": {"plan": plan.to_dict(), "predicted_s": seconds, "source": "estimate"}}, at=AT)
         for name in ("ane", "mps"):
             reason = self.availability[name].reason
             yield ev.AgentStepped(self.run_id, "think", f"{name}: excluded — {reason}", None, {"data": {"plan": Plan(name).to_dict(), "excluded": reason}}, at=AT)
-        yield ev.AgentStepped(self.run_id, "think", f"decision: {self.start_plan.label}, predicted {PREDICTIONS[self.start_plan]:.2f}s, confidence 0.80 (rules)", 0.8, {"plan": self.start_plan.to_dict(), "policy": "rules", "margin": 0.5}, at=AT)
+        yield ev.AgentStepped(self.run_id, "think", f"decision: {self.start_plan.label}, predicted {self.predictions[self.start_plan]:.2f}s, confidence 0.80 (rules)", 0.8, {"plan": self.start_plan.to_dict(), "policy": "rules", "margin": 0.5}, at=AT)
         yield from self._switch(self.start_plan, "agent", "fastest by estimate", 0.8)
         for epoch in range(1, cfg.epochs + 1):
             segments = [{"plan": self.plan.to_dict(), "steps": 0, "actual_s": 0.0}]  # type: ignore[union-attr]
@@ -115,7 +126,7 @@ class ScriptedSession:
                 done = sum(s["actual_s"] for s in segments)
                 yield ev.StepProgressed(self.run_id, epoch, step + 1, self.steps_per_epoch, round(loss, 4), round(done, 4), round((cfg.epochs - epoch) * 2.0 + (self.steps_per_epoch - step - 1) * 0.2, 4), at=AT)
             for seg in segments:
-                seg["predicted_s"] = round(PREDICTIONS[Plan.from_dict(seg["plan"])] / cfg.epochs * seg["steps"] / self.steps_per_epoch, 4)
+                seg["predicted_s"] = round(self.predictions[Plan.from_dict(seg["plan"])] / cfg.epochs * seg["steps"] / self.steps_per_epoch, 4)
                 seg["actual_s"] = round(seg["actual_s"], 4)
             pieces = tuple(s for s in segments if s["steps"])
             predicted = round(sum(s["predicted_s"] for s in pieces), 4)
@@ -129,7 +140,7 @@ class ScriptedSession:
     def _switch(self, plan: Plan, source: str, reason: str, confidence: float | None) -> Iterator[ev.Event]:
         cost = None if self.plan is None else (0.0 if self.plan.backend == plan.backend == "cpu" else 0.05)
         self.plan = plan
-        yield ev.BackendChosen(self.run_id, plan, confidence, source, reason, PREDICTIONS.get(plan), cost, at=AT)
+        yield ev.BackendChosen(self.run_id, plan, confidence, source, reason, self.predictions.get(plan), cost, at=AT)
 
     def _boundary(self, epoch: int, step: int, segments: list[dict[str, Any]]) -> Iterator[ev.Event]:
         hold = (epoch, step) in self.holds
@@ -156,11 +167,12 @@ class ScriptedSession:
                 self._paused = False
                 yield ev.SessionResumed(self.run_id, epoch, step, at=AT)
             elif kind == "override":
-                backend, threads, mode, avail = arg
+                backend, threads, mode, avail, memory_format, precision = arg
                 if not avail:
                     yield ev.OverrideRefused(self.run_id, backend, avail.reason, at=AT)
                     continue
                 plan = Plan("cuda", device="cuda:0") if backend == "cuda" else Plan("cpu", threads=threads or 2, mode=mode)
+                plan = plan.with_settings(memory_format, precision)  # None (a direct key): the defaults
                 if plan != self.plan:
                     yield from self._switch(plan, "user", f"user override to {plan.label}", None)
                     segments.append({"plan": plan.to_dict(), "steps": 0, "actual_s": 0.0})

@@ -34,6 +34,7 @@ from . import messages as msg
 from .pace import Pace
 from .sampling import live_samples, stream_samples
 from .screens import BackendChooser, ConfirmQuit, MainScreen, RunPicker
+from .screens.backend_chooser import Choice
 from .themes import DEFAULT_THEME, SHIPPED_THEMES, discover_themes
 from .trace import TraceEntry
 
@@ -76,7 +77,14 @@ class Session(Protocol):
     run_id: str
 
     def events(self) -> Iterator[ev.Event]: ...
-    def override_backend(self, backend: str, threads: int | None = None, mode: str | None = None) -> Availability: ...
+    def override_backend(
+        self,
+        backend: str,
+        threads: int | None = None,
+        mode: str | None = None,
+        memory_format: str | None = None,
+        precision: str | None = None,
+    ) -> Availability: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...
     def request_stop(self, reason: str = "user") -> None: ...
@@ -312,29 +320,50 @@ class TrainPilotApp(App[int]):
             return True if live else None  # shown, greyed out, between runs
         return True
 
-    def action_override(self, backend: str, threads: int | None = None, mode: str | None = None) -> None:
-        """Move the run to `backend` (for the CPU: `threads`, and `mode="compiled"` for torch.compile)."""
+    def action_override(
+        self,
+        backend: str,
+        threads: int | None = None,
+        mode: str | None = None,
+        memory_format: str | None = None,
+        precision: str | None = None,
+    ) -> None:
+        """Move the run to `backend` (for the CPU: `threads`, and `mode="compiled"` for torch.compile;
+        `memory_format` "contiguous" | "channels_last" and `precision` "fp32" | "bf16" | "fp16" for
+        exactly that plan, None for whichever the agent predicted fastest: the direct keys)."""
         if self.session is None or not self.running or self.stopping:
             self.notify("No run in progress.", severity="warning")
             return
         current = self.main.book.current
-        # `c` (no threads, no mode) on a compiled plan means "eager CPU": a move, not a no-op
-        if current is not None and current.backend == backend and (threads is None or threads == current.threads) and mode == current.mode:
+        target = Plan(backend, threads=threads, mode=mode).with_settings(memory_format, precision)  # defaults: None
+        # What was not asked for (threads, a setting: None) matches any; `c` (no threads, no mode)
+        # on a compiled plan means "eager CPU": a move, not a no-op.
+        if (
+            current is not None
+            and current.backend == backend
+            and (threads is None or threads == current.threads)
+            and mode == current.mode
+            and (memory_format is None or target.memory_format == current.memory_format)
+            and (precision is None or target.precision == current.precision)
+        ):
             self.notify(f"Already training on {current.label}.")
             return
-        verdict = self.session.override_backend(backend, threads, mode)
+        # the settings only when asked for: a direct key leaves them to the core
+        asked = (("memory_format", memory_format), ("precision", precision))
+        settings = {name: value for name, value in asked if value is not None}
+        verdict = self.session.override_backend(backend, threads, mode, **settings)
         if not verdict:
             # The core also answers with OverrideRefused, which puts the reason in the trace.
             self.notify(f"{backend}: {verdict.reason}", title="Override refused", severity="warning")
             return
-        target = Plan(backend, threads=threads, mode=mode).label if threads or mode else backend
-        self.notify(f"Moving to {target} at the next step boundary.", title="Override")
+        named = threads or mode or target.memory_format or target.precision
+        self.notify(f"Moving to {target.label if named else backend} at the next step boundary.", title="Override")
 
     def action_choose_backend(self) -> None:
         if not self.running or self.stopping:
             return
 
-        def chosen(choice: tuple[str, int | None, str | None] | None) -> None:
+        def chosen(choice: Choice | None) -> None:
             if choice is not None:
                 self.action_override(*choice)
 

@@ -25,6 +25,15 @@ OBJECTIVE_HELP = (
     "What the agent minimises: time (seconds), energy (joules: measured by RAPL/NVML where the machine allows,"
     " else estimated and labelled est.) or edp (energy x delay)."
 )
+MEMORY_FORMAT_HELP = (
+    "Tensor layout for convolutional models: auto lets the agent weigh channels_last (NHWC) against contiguous"
+    " (NCHW) by prediction; the math is the same either way."
+)
+PRECISION_HELP = (
+    "fp32 keeps PyTorch's numerics; auto lets the agent weigh bf16/fp16 autocast where the hardware runs it"
+    " natively (CUDA tensor cores, Apple GPUs, CPUs with AVX512-BF16/AMX); bf16/fp16 ask for it, refused where"
+    " nothing runs it natively."
+)
 DATASET_HELP = (
     "Dataset: a directory with X_train.npy/y_train.npy (or X.npy/y.npy) or MNIST-style IDX files (.gz ok),"
     " a .npz with X/y, or a .csv whose last column is the label. Default: the bundled demo set."
@@ -48,11 +57,23 @@ def check_job_options(job: Optional[str], **others: Any) -> None:
         usage_error(f"--job does not go with {given[0]}{why}")
 
 
+def check_step_settings(memory_format: str, precision: str) -> None:
+    """--memory-format and --precision as the core's validation checks them (run/config.py), for a
+    command that builds no SessionConfig (`plan`): a bad value is a usage error."""
+    from trainpilot.agent.step_settings import MEMORY_FORMAT_CHOICES, PRECISION_CHOICES
+
+    options = (("--memory-format", memory_format, MEMORY_FORMAT_CHOICES), ("--precision", precision, PRECISION_CHOICES))
+    for flag, value, choices in options:
+        if value not in choices:
+            usage_error(f"{flag} must be one of {', '.join(choices)}, got '{value}'")
+
+
 def session_config(
     *, model: Optional[str], dataset: Optional[str], epochs: Optional[int], batch_size: Optional[int], lr: float, seed: int, backend: str, threads: Optional[int], resume: Optional[str] = None, layers: Optional[int] = None, freeze: Optional[int] = None,
     compile: bool = False, objective: str = "time",
     job: Optional[str] = None,
     workers: Optional[int] = None,
+    memory_format: str = "auto", precision: str = "fp32",
 ) -> Any:
     """The options as a SessionConfig, checked by the core's own validation (run/config.py); a bad
     option is a usage error (exit 2). `model`/`batch_size` None: their defaults (None lets --job
@@ -69,7 +90,8 @@ def session_config(
     batch = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     config = SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch, lr=lr, seed=seed,
                            backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile,
-                           objective=objective, job=job, workers=workers)
+                           objective=objective, job=job, workers=workers, memory_format=memory_format,
+                           precision=precision)
     try:
         validate_config(config)
     except ConfigError as exc:

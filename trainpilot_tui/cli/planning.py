@@ -17,9 +17,12 @@ from .options import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MODEL,
     JOB_HELP,
+    MEMORY_FORMAT_HELP,
     MODEL_HELP,
     OBJECTIVE_HELP,
+    PRECISION_HELP,
     check_job_options,
+    check_step_settings,
 )
 
 app = typer.Typer(pretty_exceptions_enable=False)
@@ -78,6 +81,8 @@ def plan_command(
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Plan for a described machine instead of this one: a hardware profile (.toml, see profiles/)."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Predict a multi-machine run instead: a cluster file (.toml: nodes, ranks per node, link; see profiles/clusters/) — compute per rank plus the gradient all-reduce, against the best single node."),
     objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
+    memory_format: str = typer.Option("auto", "--memory-format", help=MEMORY_FORMAT_HELP),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     as_json: bool = typer.Option(False, "--json", help='Print {"chosen": ..., "plans": [...], "observation": ...} on stdout.'),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
 ) -> None:
@@ -99,6 +104,7 @@ def plan_command(
         check_objective(objective)
     except ValueError as exc:
         usage_error(str(exc))
+    check_step_settings(memory_format, precision)
     from trainpilot.agent.planning import plan_job
 
     name = model or DEFAULT_MODEL
@@ -106,13 +112,16 @@ def plan_command(
     if cluster is not None:
         if hardware is not None:
             usage_error("--cluster names its machines itself; it does not go with --hardware")
+        if (memory_format, precision) != ("auto", "fp32"):
+            flag = "--memory-format" if memory_format != "auto" else "--precision"
+            usage_error(f"--cluster does not go with {flag} (a cluster's ranks are predicted contiguous and in fp32)")
         from .cluster import cluster_command
 
         cluster_command(cluster, config, dataset, epochs=epochs, batch_size=batch_size, as_json=as_json)
         return
     with failures_as_one_line(), _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
         report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective,
-                          job=job)
+                          job=job, memory_format=memory_format, precision=precision)
     if as_json:
         print_json(report)
         return

@@ -11,7 +11,16 @@ import typer
 from trainpilot.run.config import DEFAULT_EPOCHS
 
 from .common import EXIT_OK, EXIT_SIGINT, fail, print_json, usage_error
-from .options import DATASET_HELP, JOB_HELP, MODEL_HELP, OBJECTIVE_HELP, WORKERS_HELP, session_config
+from .options import (
+    DATASET_HELP,
+    JOB_HELP,
+    MEMORY_FORMAT_HELP,
+    MODEL_HELP,
+    OBJECTIVE_HELP,
+    PRECISION_HELP,
+    WORKERS_HELP,
+    session_config,
+)
 from .signals import SignalStop
 def run_command(
     model: Optional[str] = typer.Option(None, "--model", "-m", help=MODEL_HELP, show_default=False),
@@ -28,6 +37,8 @@ def run_command(
     compile: bool = typer.Option(False, "--compile", help="Train the model through torch.compile on the CPU (compiling takes seconds to minutes first; the agent offers it by itself only where `calibrate --compile` measured that it pays)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
+    memory_format: str = typer.Option("auto", "--memory-format", help=MEMORY_FORMAT_HELP),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     freeze: Optional[int] = typer.Option(None, "--freeze", help="ANE frozen-backbone mode: the first N learnable layers run forward in Core ML (macOS), the rest trains in PyTorch."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Resume the run with this id (see `trainpilot headless history`) from its last checkpoint; `last`: the newest crashed or interrupted run."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the result on stdout at the end."),
@@ -50,10 +61,10 @@ def run_command(
     from .progress import StderrProgress
 
     config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze, compile=compile, objective=objective,
-                            job=job, workers=workers)
+                            job=job, workers=workers, memory_format=memory_format, precision=precision)
     from .distributed_run import dispatch_distributed
 
-    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))
+    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, memory_format=memory_format, precision=precision, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))
     session = TrainingSession(config)
     finished: ev.RunFinished | None = None
     with SignalStop(session) as stop, StderrProgress(quiet=quiet) as progress:

@@ -1,5 +1,7 @@
 """The override dialog: every plan the agent considered with its predicted time; plans that cannot
-run here are listed but disabled, with the reason. Picking one returns (backend, threads, mode)."""
+run here are listed but disabled, with the reason. Picking one returns (backend, threads, mode,
+memory_format, precision), the settings spelt out ("contiguous", "fp32" for PyTorch's defaults) so
+the run moves to exactly the plan picked."""
 from __future__ import annotations
 
 from textual.app import ComposeResult
@@ -15,7 +17,13 @@ from trainpilot.plans import Plan
 from .. import format as fmt
 from ..plan_book import PlanOption
 
-Choice = tuple[str, "int | None", "str | None"]
+Choice = tuple[str, "int | None", "str | None", str, str]
+
+
+def choice_for(plan: Plan) -> Choice:
+    """What picking `plan` asks the session for: its settings explicit, not None ("whichever is
+    predicted fastest"), so a contiguous fp32 plan is not swapped for its channels_last twin."""
+    return (plan.backend, plan.threads, plan.mode, plan.memory_format or "contiguous", plan.precision or "fp32")
 
 
 def option_prompt(option: PlanOption, current: Plan | None, key: str | None, width: int) -> Content:
@@ -61,7 +69,7 @@ class BackendChooser(ModalScreen[Choice | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         option = self.options[int(event.option.id or 0)]
-        self.dismiss((option.plan.backend, option.plan.threads, option.plan.mode))
+        self.dismiss(choice_for(option.plan))
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
