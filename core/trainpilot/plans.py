@@ -17,6 +17,11 @@ MEMORY_FORMATS = ("contiguous", CHANNELS_LAST)
 PRECISIONS = ("fp32", "bf16", "fp16")  # bf16/fp16: autocast (mixed precision), weights stay fp32
 
 
+def settings_key(memory_format: str | None, precision: str | None) -> str:
+    """ "channels_last", "bf16", "channels_last+bf16": a variant of PyTorch's default step."""
+    return "+".join(s for s in (memory_format, precision) if s)
+
+
 def _worker_token(plan: Plan) -> str:
     if plan.backend == "cpu":
         return f"cpu:{plan.threads or 1}"
@@ -43,9 +48,9 @@ class Plan:
     precision: str | None = None  # "bf16" | "fp16" autocast; None: fp32
 
     @property
-    def is_default_math(self) -> bool:
-        """fp32, whatever the layout: the plan computes what PyTorch's default does."""
-        return self.precision in (None, "fp32")
+    def settings_key(self) -> str:
+        """How probes and calibration name the plan's layout and precision ("" for the defaults)."""
+        return settings_key(self.memory_format, self.precision)
 
     @property
     def is_eager_cpu(self) -> bool:

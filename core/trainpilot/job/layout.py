@@ -70,9 +70,3 @@ def _convert(value: Any, fmt: torch.memory_format) -> Any:
     if isinstance(value, (tuple, list)):
         return type(value)(_convert(v, fmt) for v in value)
     return value
-
-
-def in_layout(model: nn.Module, memory_format: str | None) -> bool:
-    """Whether every 4-D parameter of `model` is in `memory_format` (what a test checks)."""
-    fmt = torch_format(memory_format)
-    return all(p.is_contiguous(memory_format=fmt) for p in model.parameters() if p.ndim == 4)

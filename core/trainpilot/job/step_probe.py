@@ -70,6 +70,7 @@ def probe_settings(
 
     from trainpilot.job.layout import batch_to_layout, model_to_layout
     from trainpilot.job.precision import autocast
+    from trainpilot.plans import settings_key
 
     def one_step(net: Any, optimizer: Any, inputs: Any, precision: str | None) -> float:
         began = time.perf_counter()
@@ -102,8 +103,3 @@ def probe_settings(
         return {settings_key(fmt, p): best[i] / best[0] for i, (fmt, p) in enumerate(runs) if i}
     finally:
         torch.set_num_threads(before)
-
-
-def settings_key(memory_format: str | None, precision: str | None) -> str:
-    """ "channels_last", "bf16", "channels_last+bf16": how probes and calibration name a variant."""
-    return "+".join(s for s in (memory_format, precision) if s)

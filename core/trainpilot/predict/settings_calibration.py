@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from trainpilot.plans import CHANNELS_LAST, Plan
+from trainpilot.plans import CHANNELS_LAST, Plan, settings_key
 from trainpilot.predict.calibration import PlanCalibration, plan_key
 from trainpilot.predict.microbench import BenchSpec, BenchTrainer, bench_features
 
@@ -87,7 +87,7 @@ def measure_settings(
                 # the step's change, all of it put on this kind's FLOPs (the rest of a benchmark
                 # step barely changes with the layout); a negligible FLOP term: the step ratio
                 ratio = 1.0 + (t - times[0]) / term if term > 0.2 * times[0] else t / times[0]
-                key = "+".join(s for s in (fmt, precision) if s)
+                key = settings_key(fmt, precision)
                 per.setdefault(key, {}).setdefault(spec.kind, []).append(max(ratio, 0.05))
         if per:
             out[plan_key(cal.plan)] = {

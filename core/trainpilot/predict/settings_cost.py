@@ -22,10 +22,6 @@ from trainpilot.predict.features import WorkFeatures
 RATIO_BOUNDS = (0.1, 10.0)  # a variant further off than this measured a hiccup, not the setting
 
 
-def variant_key(plan: Plan) -> str:
-    return "+".join(s for s in (plan.memory_format, plan.precision) if s)
-
-
 def _threads(plan: Plan, logical_cpus: int) -> int | None:
     """The host threads a plan computes on, or None when it is not a CPU plan (a split of CPU
     workers counts one worker's threads: each runs its own share)."""
@@ -59,7 +55,7 @@ def calibrated_ratio(features: WorkFeatures, plan: Plan, calibration: Calibratio
     if cal is None:
         return None
     key = plan_key(cal.plan)
-    kinds = calibration.settings.get(key, {}).get(variant_key(plan))
+    kinds = calibration.settings.get(key, {}).get(plan.settings_key)
     if not kinds:
         return None
     row = features.epoch_row()
@@ -75,7 +71,7 @@ def calibrated_ratio(features: WorkFeatures, plan: Plan, calibration: Calibratio
 
 def settings_ratio(features: WorkFeatures, plan: Plan, calibration: Calibration) -> tuple[float, str] | None:
     """(variant step / default step, why) for `plan`, or None when nothing has measured it."""
-    key = variant_key(plan)
+    key = plan.settings_key
     threads = _threads(plan, calibration.logical_cpus)
     if threads is not None:
         probed = probed_ratio(features, key, threads)
