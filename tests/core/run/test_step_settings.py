@@ -80,6 +80,15 @@ def test_a_layout_switch_mid_run_keeps_the_loss_trajectory(data):
     assert len(set(straight)) == len(straight)  # each step saw another batch and other weights
 
 
+def test_a_split_plan_in_channels_last_takes_the_same_steps(data):
+    straight = _losses(_trainer(data), {0: Plan("cpu", threads=1)})
+    split = Plan.split([Plan("cpu", threads=1), Plan("cpu", threads=1)]).with_settings(CHANNELS_LAST)
+    assert [w.memory_format for w in split.workers] == [CHANNELS_LAST, CHANNELS_LAST]
+    trainer = _trainer(data)
+    assert _losses(trainer, {0: split}) == pytest.approx(straight, rel=1e-4, abs=1e-5)
+    assert in_layout(trainer.full_model, CHANNELS_LAST)
+
+
 @pytest.mark.skipif(not BF16_HERE, reason="this CPU has no native bf16")
 def test_a_bf16_plan_trains_under_autocast_and_keeps_fp32_weights(data):
     trainer = _trainer(data)
@@ -170,3 +179,19 @@ def test_asking_for_bf16_where_nothing_runs_it_natively_is_refused_with_the_reas
     result, _ = run_session(SessionConfig(model="mlp", epochs=1, batch_size=32, precision="bf16"), dataset=small_demo)
     assert result["status"] == "failed"
     assert "--precision bf16: nothing here runs it natively (this CPU has no native bf16" in result["message"]
+
+
+def test_a_users_own_convolutional_job_trains_in_channels_last_through_fit():
+    import trainpilot
+
+    torch.manual_seed(0)
+    x, y = torch.randn(96, 3, 8, 8), torch.randint(0, 4, (96,))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 64, 4)
+    )
+    job = trainpilot.Job(model, (x, y), batch_size=16)
+    result = trainpilot.fit(job, epochs=1, backend="cpu", threads=1, memory_format="channels_last", record_history=False)
+    assert result.ok and result.plan == Plan("cpu", threads=1, memory_format=CHANNELS_LAST)
+    assert in_layout(result.model, CHANNELS_LAST)
+    report = trainpilot.plan(job, epochs=1, memory_format="contiguous")
+    assert report.plans and all(p["memory_format"] is None for p in report.plans)

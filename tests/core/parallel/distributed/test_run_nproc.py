@@ -131,3 +131,16 @@ def test_a_hung_rank_fails_the_run_after_the_timeout(ddp_dataset, monkeypatch):
     result = runner.invoke(app, ["headless", "run", "-m", FAULTY, "-d", str(ddp_dataset), "-e", "3", "-q", "--nproc", "2", "--timeout", "5"])
     assert time.monotonic() - start < 60  # timeout, then the stuck rank's own bounded stop
     _assert_failed_with_checkpoint(result, "did not answer within 5 s")
+
+
+def test_every_rank_trains_in_the_layout_asked_for(ddp_dataset):
+    """--memory-format channels_last reaches each rank's plan (no single-process prediction weighs
+    a rank's layout, so only an explicit one is applied) and DDP keeps the ranks identical in it."""
+    args = ["headless", "run", "-m", "small_cnn", "-d", str(ddp_dataset), "-e", "1", "-q", "--json", "--nproc", "2",
+            "--memory-format", "channels_last"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "success" and data["plan"]["mode"] == "ddp-2"
+    assert data["plan"]["memory_format"] == "channels_last" and data["plan"]["precision"] is None
+    assert data["distributed"]["weight_max_abs_diff_across_ranks"] == 0.0
