@@ -74,11 +74,7 @@ def pipeline(
         return Pipeline(idle_compute + load_s, idle_compute, load_s, 0, 0.0)
     threads = plan.threads or 1 if plan.backend == "cpu" else 1
     free = max(float(logical_cpus) - busy_cores, 0.25)
-    compute = idle_compute
-    for _ in range(3):  # the workers' load slows compute, which lowers their duty: a fixed point
-        step = max(compute, load_s / workers)
-        cores = min(float(workers), load_s / max(step, 1e-9))  # the cores the workers keep busy
-        compute = compute_step(min(busy_cores + cores, float(logical_cpus)))
+    compute = _under_workers(compute_step, idle_compute, load_s, workers, busy_cores, float(logical_cpus))
     # The cores left by other load bound it too: compute's threads and the loading share them.
     shared = (idle_compute * min(float(threads), free) + load_s) / free
     if threads > 1 and threads + workers > free:
@@ -89,3 +85,31 @@ def pipeline(
         compute = max(compute, (idle_compute * threads + load_s) / max(free - workers, 1.0))
     step = max(compute, load_s / workers, shared) + HANDOFF_S
     return Pipeline(step, compute, load_s, workers, load_s, workers * (SPAWN_START_S if spawn else WORKER_START_S))
+
+
+def _under_workers(
+    compute_step: Callable[[float], float],
+    idle_compute: float,
+    load_s: float,
+    workers: int,
+    busy_cores: float,
+    logical_cpus: float,
+) -> float:
+    """The compute step under the workers' own load: the workers' load slows compute, which lowers
+    their duty (they wait for the step), which lowers their load: the step c with c = g(c), where
+    g(c) is compute under busy_cores plus the cores w workers keep busy loading a batch each c.
+    g falls as c grows, so there is one such c; it is found by bisection, because plain iteration
+    oscillates where compute is very sensitive to load (a fast step in channels_last on 2 cores)."""
+
+    def under(c: float) -> float:
+        cores = min(float(workers), load_s / max(max(c, load_s / workers), 1e-9))
+        return compute_step(min(busy_cores + cores, logical_cpus))
+
+    low, high = idle_compute, max(under(idle_compute), idle_compute)
+    for _ in range(16):  # the bracket shrinks to 1/65536 of its width
+        mid = (low + high) / 2
+        if under(mid) > mid:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
