@@ -270,6 +270,10 @@ def fit(
     if isinstance(session.error, USER_ERRORS):
         raise JobError(str(session.error)) from session.error
     model = session.trainer.full_model if session.trainer is not None else None
+    if model is not None:
+        from trainpilot.job.layout import model_to_layout
+
+        model_to_layout(model, None)  # the same values, in the strides the user's code expects (view, numpy)
     return FitResult(session.finished.result, model, tuple(events))
 
 

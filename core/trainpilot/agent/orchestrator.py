@@ -155,7 +155,7 @@ class Agent:
         explain = getattr(self.predictor, "explain", lambda p: p.source)
         power = self.power()
         from trainpilot.agent.loader_plans import loader_line
-        from trainpilot.agent.step_settings import payback_line, settings_line, settings_reasons
+        from trainpilot.agent.step_settings import check_native, payback_line, settings_line, settings_reasons
 
         loading = loader_line(profile)
         if loading:
@@ -210,6 +210,7 @@ class Agent:
                         },
                     )
             predictions.append(prediction)
+        check_native(self.precision, predictions)  # an explicit precision nothing here runs: the reasons, not a plan
         decision_state = dict(state)
         decision_state.setdefault("cpu_utilization", load.cpu_percent / 100.0)
         decision_state.setdefault("available_backends", self.hardware.available_backends())

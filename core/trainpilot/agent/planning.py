@@ -28,6 +28,7 @@ def profile_job(
     val_fraction: float = 0.1,
     seed: int = 0,
     precisions: tuple[str, ...] = (),
+    memory_format: str = "auto",
 ) -> tuple[Any, Any]:
     """(profile, dataset) as a run prepares them (job/prepare.py)."""
     from trainpilot.job.prepare import prepare_job
@@ -40,6 +41,7 @@ def profile_job(
         val_fraction=val_fraction,
         seed=seed,
         precisions=precisions,
+        memory_format=memory_format,
     )
     return job.profile, job.dataset
 
@@ -117,14 +119,15 @@ def plan_job(
     from trainpilot.machine.monitor import measure_load
 
     check_objective(objective)
-    from trainpilot.agent.step_settings import MEMORY_FORMAT_CHOICES, PRECISION_CHOICES, cpu_precisions
+    from trainpilot.agent.step_settings import check_choices, cpu_precisions
     from trainpilot.errors import ConfigError
     from trainpilot.machine.allocator import keep_freed_memory
 
-    if memory_format not in MEMORY_FORMAT_CHOICES:
-        raise ConfigError(f"memory_format must be one of {', '.join(MEMORY_FORMAT_CHOICES)}, got '{memory_format}'")
-    if precision not in PRECISION_CHOICES:
-        raise ConfigError(f"precision must be one of {', '.join(PRECISION_CHOICES)}, got '{precision}'")
+    check_choices(memory_format, precision, names=("memory_format", "precision"))
+    if hardware_file is not None and (memory_format, precision) != ("auto", "fp32"):
+        raise ConfigError(
+            "a described machine (--hardware) is planned contiguous and in fp32: its figures measure neither"
+        )
     precisions = cpu_precisions(precision)
 
     keep_freed_memory()  # as a run sets it before anything is timed: the job's step probe runs as its steps will
@@ -139,10 +142,17 @@ def plan_job(
         from trainpilot.machine.contention import ExternalCpuMeter
 
         profile = prepare(
-            job, epochs=epochs, val_fraction=val_fraction, meter=ExternalCpuMeter, precisions=precisions
+            job,
+            epochs=epochs,
+            val_fraction=val_fraction,
+            meter=ExternalCpuMeter,
+            precisions=precisions,
+            memory_format=memory_format,
         ).profile
     else:
-        profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size, precisions=precisions)
+        profile, _data = profile_job(
+            model, dataset, epochs=epochs, batch_size=batch_size, precisions=precisions, memory_format=memory_format
+        )
     calibrated_now = False
     if hardware_file is not None:
         from trainpilot.machine.target_profiles import resolve_target
@@ -189,11 +199,6 @@ def plan_job(
         result = agent.plan(profile, load, observation)
         predictions, decision, thinking = list(result.predictions), result.decision, result.seconds
         trace = [s.text for s in result.steps]
-    if precision in ("bf16", "fp16") and hardware_file is None:
-        mine = [p for p in predictions if p.plan.precision == precision]
-        if not any(not p.excluded for p in mine):
-            reasons = "; ".join(dict.fromkeys(str(p.excluded_reason) for p in mine)) or "no device offers it"
-            raise ConfigError(f"--precision {precision}: nothing here runs it natively ({reasons}); use fp32 or auto")
     chosen_prediction = next((p for p in predictions if p.plan == decision.plan), None)
     return {
         "chosen": {

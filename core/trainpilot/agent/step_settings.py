@@ -18,15 +18,47 @@ MEMORY_FORMAT_CHOICES = ("auto", "contiguous", CHANNELS_LAST)
 PRECISION_CHOICES = ("fp32", "auto", "bf16", "fp16")
 MIXED = ("bf16", "fp16")
 _SETTABLE = ("cpu", "cuda", "mps", "split")
+# A split's workers return gradients through autograd.grad, unscaled: fp16 without a loss scaler
+# underflows, so a split runs fp32 or bf16 (fp32's exponent range).
+NO_FP16_SPLIT = "a split's workers compute unscaled gradients, and fp16 needs a loss scaler: bf16 or fp32 only"
 
 
-def layout_applies(profile: Any) -> bool:
+def check_choices(
+    memory_format: str, precision: str, names: tuple[str, str] = ("--memory-format", "--precision")
+) -> None:
+    """A ConfigError for a layout or precision that is not one of the choices (`names`: how the
+    caller spells the two: the CLI's options, or the Python API's arguments)."""
+    from trainpilot.errors import ConfigError
+
+    for name, value, choices in zip(
+        names, (memory_format, precision), (MEMORY_FORMAT_CHOICES, PRECISION_CHOICES), strict=True
+    ):
+        if value not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got '{value}'")
+
+
+def check_native(precision: str, predictions: Any) -> None:
+    """An explicit bf16|fp16 that no plan here runs natively is a ConfigError with the devices'
+    reasons: emulated mixed precision is slower than fp32 and rounds anyway."""
+    from trainpilot.errors import ConfigError
+
+    if precision not in MIXED or not predictions:
+        return
+    mine = [p for p in predictions if p.plan.precision == precision]
+    if any(not p.excluded for p in mine):
+        return
+    reasons = "; ".join(dict.fromkeys(str(p.excluded_reason) for p in mine)) or "no device offers it"
+    raise ConfigError(f"--precision {precision}: nothing here runs it natively ({reasons}); use fp32 or auto")
+
+
+def offers_channels_last(profile: Any) -> bool:
+    """Whether the job's model convolves 4-D inputs (job/prepare.py found it so)."""
     extra = getattr(profile, "extra", None) or {}
     return bool(extra.get("channels_last_applies"))
 
 
 def layouts(profile: Any, memory_format: str) -> list[str | None]:
-    if not layout_applies(profile) or memory_format == "contiguous":
+    if not offers_channels_last(profile) or memory_format == "contiguous":
         return [None]
     return [CHANNELS_LAST] if memory_format == CHANNELS_LAST else [None, CHANNELS_LAST]
 
@@ -66,6 +98,8 @@ def with_step_settings(
             continue
         for p in wanted:
             ok = native(plan, p) if p else Availability(True)
+            if ok and p == "fp16" and plan.workers:
+                ok = Availability(False, NO_FP16_SPLIT)
             if not ok:
                 if (plan.backend, p) not in refused:  # once per backend: the reason is the device's
                     refused.add((plan.backend, p))
@@ -73,7 +107,7 @@ def with_step_settings(
                 continue
             for fmt in formats:
                 variant = plan.with_settings(fmt, p)
-                if failed and (fmt or p) and plan.backend == "cpu":
+                if failed and (fmt or p) and plan.backend in ("cpu", "split"):
                     out.append((variant, Availability(False, f"its probe step failed: {failed}")))
                 else:
                     out.append((variant, avail))
@@ -83,13 +117,16 @@ def with_step_settings(
 def settings_line(profile: Any, memory_format: str, precision: str) -> str | None:
     """What the trace says about layouts and precisions before the plans."""
     parts = []
-    if layout_applies(profile):
+    failed = (getattr(profile, "extra", None) or {}).get("settings_error")
+    if offers_channels_last(profile):
         if memory_format == "auto":
             parts.append("each plan is weighed in contiguous (NCHW) and channels_last layouts")
         else:
             parts.append(f"the layout is {memory_format}, as asked")
     elif memory_format == CHANNELS_LAST:
         parts.append("channels_last asked, but the model has no 2-D convolution on 4-D inputs: it trains contiguous")
+    if failed:
+        parts.append(f"the job's step failed in another layout or precision ({failed}): those plans are excluded")
     if precision == "fp32":
         parts.append("precision fp32 (--precision auto lets the agent weigh bf16/fp16 where they run natively)")
     elif precision == "auto":

@@ -60,14 +60,9 @@ def validate_config(config: SessionConfig) -> SessionConfig:
         raise ConfigError("--freeze must be at least 1 (the number of leading layers Core ML runs frozen)")
     if config.workers is not None and config.workers < 0:
         raise ConfigError("--workers must be 0 or more (0: batches are loaded in the training process)")
-    from trainpilot.agent.step_settings import MEMORY_FORMAT_CHOICES, PRECISION_CHOICES
+    from trainpilot.agent.step_settings import check_choices
 
-    if config.memory_format not in MEMORY_FORMAT_CHOICES:
-        raise ConfigError(
-            f"--memory-format must be one of {', '.join(MEMORY_FORMAT_CHOICES)}, got '{config.memory_format}'"
-        )
-    if config.precision not in PRECISION_CHOICES:
-        raise ConfigError(f"--precision must be one of {', '.join(PRECISION_CHOICES)}, got '{config.precision}'")
+    check_choices(config.memory_format, config.precision)
     if config.threads is not None and config.threads < 1:
         raise ConfigError("--threads must be at least 1")
     if config.compile and config.backend not in ("auto", "cpu"):

@@ -92,6 +92,8 @@ class RankStrategy(RunStrategy):
         # no single-process prediction weighs a rank's layout or precision: what the options ask
         # for explicitly, else PyTorch's defaults
         rank_plan = with_settings(rank_plan, config, profile, ())
+        if rank_plan.precision == "fp16":  # DDP's backward here runs without a loss scaler
+            raise ConfigError("--precision fp16 with --nproc: ranks train without a loss scaler; use bf16 or fp32")
         if rank_plan.precision:
             native = native_precision(rank_plan, rank_plan.precision)
             if not native:

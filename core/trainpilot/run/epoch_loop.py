@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainpilot import events as ev
 from trainpilot.errors import TrainingDiverged, describe_exception
-from trainpilot.run.plan_choice import plan_for
+from trainpilot.run.plan_choice import plan_for, runs_natively
 from trainpilot.run.result import epoch_record, success_message
 from trainpilot.run.state import Segment, Totals
 
@@ -176,6 +176,10 @@ class EpochLoop:
                 plan = plan_for(
                     s.backend_of(backend), s.logical_cpus, s.predictions, threads, mode, memory_format, precision
                 )
+                native = runs_natively(plan)
+                if not native:
+                    yield ev.OverrideRefused(s.run_id, backend, native.reason)
+                    continue
                 if plan == s.plan:
                     continue
                 yield from s.switcher.switch(plan, "user", f"user override to {plan.label}", None, self.load)

@@ -20,7 +20,6 @@ class PlanChoice:
 
 
 def act_plan(decision: Any, cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
-    _check_precision(cfg, getattr(agent, "last_predictions", ()))
     if cfg.backend != "auto" or cfg.threads or cfg.compile:
         choice = forced_plan(cfg, agent, profile, backends)
         plan = with_settings(choice.plan, cfg, profile, getattr(agent, "last_predictions", ()))
@@ -39,25 +38,13 @@ def with_loader(plan: Plan, profile: Any, chosen: int | None) -> Plan:
     return plan.with_loader(chosen)
 
 
-def _check_precision(cfg: SessionConfig, predictions: Any) -> None:
-    """An explicit --precision bf16|fp16 that no device here runs natively is refused, with the
-    device's reason: emulated mixed precision is slower than fp32 and rounds anyway."""
-    from trainpilot.errors import ConfigError
-
-    if cfg.precision not in ("bf16", "fp16") or not predictions:
-        return
-    mine = [p for p in predictions if p.plan.precision == cfg.precision]
-    if any(not p.excluded for p in mine):
-        return
-    reasons = "; ".join(dict.fromkeys(str(p.excluded_reason) for p in mine)) or "no device offers it"
-    raise ConfigError(f"--precision {cfg.precision}: nothing here runs it natively ({reasons}); use fp32 or auto")
-
-
 def with_settings(plan: Plan, cfg: SessionConfig, profile: Any, predictions: Any) -> Plan:
     """A plan the options forced, in the layout and precision the agent predicted fastest for it
     among those allowed (forcing threads or a device leaves the settings to it); unpredicted, what
-    the options ask for explicitly, else PyTorch's defaults."""
-    from trainpilot.agent.step_settings import layout_applies
+    the options ask for explicitly, else PyTorch's defaults. An explicit mixed precision that the
+    forced plan's device does not run natively is a ConfigError with the device's reason."""
+    from trainpilot.agent.step_settings import offers_channels_last
+    from trainpilot.errors import ConfigError
 
     same = [
         p
@@ -67,9 +54,26 @@ def with_settings(plan: Plan, cfg: SessionConfig, profile: Any, predictions: Any
     if same:
         best = min(same, key=lambda p: p.predicted_s)
         return plan.with_settings(best.plan.memory_format, best.plan.precision)
-    fmt = cfg.memory_format if cfg.memory_format != "auto" and layout_applies(profile) else None
+    fmt = cfg.memory_format if cfg.memory_format != "auto" and offers_channels_last(profile) else None
     precision = cfg.precision if cfg.precision not in ("auto", "fp32") else None
-    return plan.with_settings(fmt, precision)
+    chosen = plan.with_settings(fmt, precision)
+    native = runs_natively(chosen)
+    if not native:
+        raise ConfigError(f"--precision {precision} on {plan.label}: {native.reason}; use fp32 or auto")
+    return chosen
+
+
+def runs_natively(plan: Plan) -> Availability:
+    """Whether the plan's precision runs natively on its device (and, for fp16, with a loss scaler:
+    not on a split, whose workers return unscaled gradients)."""
+    if not plan.precision:
+        return Availability(True)
+    from trainpilot.agent.step_settings import NO_FP16_SPLIT
+    from trainpilot.machine.precision_support import native_precision
+
+    if plan.precision == "fp16" and plan.workers:
+        return Availability(False, NO_FP16_SPLIT)
+    return native_precision(plan, plan.precision)
 
 
 def forced_plan(cfg: SessionConfig, agent: Any, profile: Any, backends: Any) -> PlanChoice:
@@ -133,11 +137,15 @@ def plan_for(
         own = [
             p
             for p in predictions.values()
-            if p.plan.backend == backend.name and p.predicted_s is not None and allowed(p.plan)
+            if p.plan.backend == backend.name
+            and p.predicted_s is not None
+            and allowed(p.plan)
+            and (mode is None or p.plan.mode == mode)
         ]
         if own:
             return min(own, key=lambda p: p.predicted_s).plan  # type: ignore[arg-type, return-value]
-        return plans[0].with_settings(fmt, prec)
+        fitting = [p for p in plans if mode is None or p.mode == mode] or plans
+        return fitting[0].with_settings(fmt, prec)
     timed = [
         p
         for p in predictions.values()

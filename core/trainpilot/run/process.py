@@ -13,7 +13,7 @@ would inherit locks they hold). Two pipes:
 
     events   child -> parent: every event, pickled (they are frozen dataclasses), then None
     control  parent -> child: ("start", ui_cores) | ("pause" | "resume" | "stop", reason) |
-             ("progress", seconds) | ("override", (backend, threads, mode)), answered with
+             ("progress", seconds) | ("override", (backend, threads, mode, memory_format, precision)), answered with
              ("ok", Availability)
 
 When the parent goes away (quit, crash, kill -9), the child reads end-of-file on the control pipe

@@ -76,6 +76,9 @@ def resumed_config(config: Any, load_state: Any) -> tuple[Any, dict[str, Any]]:
         freeze=saved.get("freeze", config.freeze),
         job=saved.get("job", config.job),
         workers=saved.get("workers", config.workers),
+        # the run's numerics and layout go on as they were, unless asked otherwise now
+        memory_format=saved.get("memory_format", "auto") if config.memory_format == "auto" else config.memory_format,
+        precision=saved.get("precision", "fp32") if config.precision == "fp32" else config.precision,
         epochs=config.epochs if config.epochs is not None else saved["epochs"],
     )
     return config, state

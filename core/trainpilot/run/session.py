@@ -122,11 +122,16 @@ class TrainingSession:
         `OverrideRefused` event) when it cannot run here."""
         if backend not in BACKEND_NAMES:
             return Availability(False, f"unknown backend '{backend}'")
+        if memory_format not in (None, "contiguous", "channels_last"):
+            return Availability(False, f"unknown memory format '{memory_format}' (contiguous or channels_last)")
+        if precision not in (None, "fp32", "bf16", "fp16"):
+            return Availability(False, f"unknown precision '{precision}' (fp32, bf16 or fp16)")
         avail = override_availability(backend, self._backends(backend), self.profile, threads, mode)
-        if avail and precision not in (None, "fp32"):
+        if avail and precision not in (None, "fp32") and (backend != "split" or mode):
             from trainpilot.machine.precision_support import native_precision
 
-            avail = native_precision(Plan(backend, threads=threads), precision)
+            # a split named by its workers is checked now; otherwise once the plan is resolved
+            avail = native_precision(Plan(backend, threads=threads, mode=mode), precision)
         self.steering.override((backend, threads, mode, avail, memory_format, precision))
         return avail
 
@@ -192,6 +197,7 @@ class TrainingSession:
                 seed=cfg.seed,
                 meter=ExternalCpuMeter,
                 precisions=precisions,
+                memory_format=cfg.memory_format,
             )
         else:
             job = prepare_job(
@@ -202,6 +208,7 @@ class TrainingSession:
                 val_fraction=cfg.val_fraction,
                 seed=cfg.seed,
                 precisions=precisions,
+                memory_format=cfg.memory_format,
             )
         self.prepared = job
         self.checkpoints.fingerprint = job.fingerprint()

@@ -76,8 +76,11 @@ class Trainer:
         self._runner: Any = None  # the plan's own forward+backward, when its backend has one
         self._stream: tuple[int, int, Iterator[Any]] | None = None  # (epoch, next step, batches) from workers
         self.last_val_loss: float | None = None
-        self._layout: str | None = None  # the memory format the model's weights are in now (None: PyTorch's default)
+        # the memory format the weights are in now (None: PyTorch's default); "" unknown, as for a
+        # user's model, which may come in either: the first plan converts it to its own
+        self._layout: str | None = ""
         self._scaler: Any = None  # fp16's gradient scaler (job/precision.py), while an fp16 plan runs
+        self._scaler_state: dict[str, Any] | None = None  # a checkpoint's, for the next fp16 plan's scaler
 
     def _new_optimizer(self) -> torch.optim.Optimizer:
         from trainpilot.errors import JobError
@@ -130,10 +133,13 @@ class Trainer:
             model_to_layout(self.full_model, plan.memory_format)
             optimizer_to_layout(self.optimizer, plan.memory_format)
             self._layout = plan.memory_format
-        if plan.precision != "fp16":
+        if plan.precision != "fp16" or plan.workers:  # a split's runner computes its own, unscaled gradients
             self._scaler = None
         elif self._scaler is None or self.device.type != device.type:
             self._scaler = grad_scaler(device, plan.precision)
+            if self._scaler is not None and self._scaler_state is not None:
+                self._scaler.load_state_dict(self._scaler_state)  # the scale a resumed run had reached
+        self._scaler_state = None
 
     def _count_workers(self, data: Any) -> None:
         """A loader's worker processes: their CPU is this run's, not load it meets."""
@@ -298,17 +304,26 @@ class Trainer:
         self.full_model.load_state_dict(state["model_state"])
         self.optimizer.load_state_dict(state["optimizer_state"])
         move_optimizer_state(self.optimizer, self.device)
-        if self._layout is not None:  # the checkpoint's tensors come back in their saved layout
+        if self._layout != "":  # the checkpoint's tensors come back in their saved strides
             from trainpilot.job.layout import model_to_layout, optimizer_to_layout
 
             model_to_layout(self.full_model, self._layout)
             optimizer_to_layout(self.optimizer, self._layout)
-        if self._scaler is not None and "grad_scaler_state" in state:
-            self._scaler.load_state_dict(state["grad_scaler_state"])
+        self._load_scaler(state)
         if self.scheduler is not None and "scheduler_state" in state:
             self.scheduler.load_state_dict(state["scheduler_state"])
         if isinstance(state.get("torch_rng"), torch.Tensor):
             torch.set_rng_state(state["torch_rng"])
+
+    def _load_scaler(self, state: dict[str, Any]) -> None:
+        """fp16's loss scale from a checkpoint: into the scaler now, or into the next fp16 plan's."""
+        saved = state.get("grad_scaler_state")
+        if saved is None:
+            return
+        if self._scaler is not None:
+            self._scaler.load_state_dict(saved)
+        else:
+            self._scaler_state = saved
 
     def restore_on_cpu(self, state: dict[str, Any]) -> None:
         """Put model, optimizer and RNG back to a snapshot, on the CPU, without reading the tensors
@@ -317,6 +332,7 @@ class Trainer:
         self.plan, self.device = None, torch.device("cpu")
         # assign=True takes the snapshot's tensors in whatever layout they were saved: "" makes the next plan convert
         self._layout, self._scaler = "", None
+        self._load_scaler(state)
         self.full_model.load_state_dict(_clone(state["model_state"]), assign=True)
         self.model, self._inputs = self.full_model, getattr(self.train_set, "X", None)
         self._in_train_mode = False

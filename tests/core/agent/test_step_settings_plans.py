@@ -6,12 +6,11 @@ from types import SimpleNamespace
 import pytest
 
 from trainpilot.agent.step_settings import (
-    cpu_precisions,
     payback_line,
     settings_reasons,
     with_step_settings,
 )
-from trainpilot.machine.precision_support import cpu_flags, native_precision
+from trainpilot.machine.precision_support import native_precision
 from trainpilot.plans import CHANNELS_LAST, COMPILED, Availability, Plan, PlanPrediction
 
 CONV = SimpleNamespace(extra={"channels_last_applies": True})
@@ -57,12 +56,22 @@ def test_mixed_precision_where_the_cpu_has_it_is_weighed_beside_fp32():
     assert asked == [Plan("cpu", threads=1, precision="bf16"), Plan("cpu", threads=2, precision="bf16")]
 
 
-def test_this_cpus_answer_agrees_with_its_flags():
-    flags = cpu_flags()
-    native = bool(native_precision(Plan("cpu"), "bf16"))
-    assert native == bool({"avx512_bf16", "amx_bf16", "bf16"} & flags)
-    assert cpu_precisions("fp32") == ()
-    assert ("bf16" in cpu_precisions("auto")) == native
+def test_a_split_is_never_offered_fp16_it_could_not_scale():
+    def sapphire(plan, precision):
+        return native_precision(plan, precision, flags=SAPPHIRE)
+
+    split = Plan.split([Plan("cpu", threads=1), Plan("cpu", threads=1)])
+    out = with_step_settings([(split, Availability(True))], DENSE, precision="fp16", native=sapphire)
+    assert len(out) == 1 and not out[0][1] and "loss scaler" in out[0][1].reason
+    bf16 = with_step_settings([(split, Availability(True))], DENSE, precision="bf16", native=sapphire)
+    assert [a.available for _p, a in bf16] == [True]
+
+
+def test_a_failed_probe_excludes_the_variants_and_keeps_the_default():
+    failed = SimpleNamespace(extra={"channels_last_applies": True, "settings_error": "RuntimeError: no kernel"})
+    out = with_step_settings(_cands()[:1], failed)
+    assert [(p.memory_format, bool(a)) for p, a in out] == [(None, True), (CHANNELS_LAST, False)]
+    assert "its probe step failed: RuntimeError: no kernel" in out[1][1].reason
 
 
 def test_the_trace_says_what_the_layout_was_worth_and_when_compiling_pays():
@@ -83,6 +92,6 @@ def test_the_trace_says_what_the_layout_was_worth_and_when_compiling_pays():
 
 
 @pytest.mark.parametrize("precision,expect", [("fp32", True), ("bf16", False)])
-def test_an_accelerator_without_tensor_cores_is_not_offered_mixed_precision(precision, expect):
+def test_the_neural_engine_trains_in_fp32_only(precision, expect):
     ane = native_precision(Plan("ane"), precision)
     assert bool(ane) is expect
