@@ -10,11 +10,10 @@ COMPILED = "compiled"  # Plan.mode of a CPU plan that trains through torch.compi
 # workers spelled in `mode` ("cpu:1+cpu:1", "cuda:0+cpu:1"), so the history, checkpoints and
 # --json store it in the same four fields as every other plan.
 SPLIT = "split"
-# Settings that change a step's speed and not its math (issue: same math, faster). None is
-# PyTorch's default: the contiguous (NCHW) layout and fp32.
+# A plan's layout (the same math in other strides) and precision (mixed precision: autocast, which
+# rounds differently, so only where the user allows it). None is PyTorch's default for each:
+# the contiguous (NCHW) layout and fp32.
 CHANNELS_LAST = "channels_last"
-MEMORY_FORMATS = ("contiguous", CHANNELS_LAST)
-PRECISIONS = ("fp32", "bf16", "fp16")  # bf16/fp16: autocast (mixed precision), weights stay fp32
 
 
 def settings_key(memory_format: str | None, precision: str | None) -> str:

@@ -1,6 +1,7 @@
 """--memory-format and --precision on `headless run`, `headless plan` and `trainpilot-tui`: bad values
 are usage errors, the values reach the SessionConfig / plan_job, and --json carries each plan's
-layout and precision. Nothing here depends on what this machine's CPU runs natively."""
+layout and precision. Nothing here depends on what this machine's CPU runs natively (where it would,
+the CPU's flags are stood in for)."""
 from __future__ import annotations
 
 import json
@@ -125,13 +126,24 @@ def test_plan_json_gives_each_plan_its_layout_and_precision(calibrated_home: Pat
     assert nhwc["chosen"]["memory_format"] == CHANNELS_LAST or nhwc["chosen"]["backend"] not in ("cpu", "split")
 
 
-def test_an_explicit_precision_reaches_every_cpu_plan(calibrated_home: Path, dataset_dir: Path) -> None:
-    """bf16 is planned, or listed as refused with the CPU's reason: either way each CPU plan is bf16."""
-    data = plan_json(dataset_dir, "--memory-format", "contiguous", "--precision", "bf16")
-    cpu = [p for p in data["plans"] if p["backend"] == "cpu"]
-    assert cpu and all(p["precision"] == "bf16" for p in cpu)
-    assert all(p["predicted_s"] is None for p in cpu if p["excluded"])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_an_explicit_precision_reaches_every_cpu_plan(calibrated_home: Path, dataset_dir: Path, monkeypatch, bf16: bool) -> None:
+    """bf16 is planned where the CPU has it; where it has not, `plan` is refused with the CPU's reason.
+    Both answers are checked on any machine: the CPU's flags stand in for this one's."""
+    from trainpilot.machine import precision_support
 
+    flags = {"avx2", "avx512_bf16"} if bf16 else {"avx2"}
+    monkeypatch.setattr(precision_support, "cpu_flags", lambda: frozenset(flags))
+    argv = ["headless", "plan", "--model", "small_cnn", "--dataset", str(dataset_dir), "--epochs", "1", "--json", "-q"]
+    result = runner.invoke(app, [*argv, "--memory-format", "contiguous", "--precision", "bf16"])
+    if not bf16:
+        assert result.exit_code == 1
+        assert "--precision bf16: nothing here runs it natively (this CPU has no native bf16" in one_error_line(result)
+        return
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    cpu = [p for p in data["plans"] if p["backend"] == "cpu"]
+    assert cpu and all(p["precision"] == "bf16" for p in cpu) and data["chosen"]["precision"] == "bf16"
 
 def test_run_json_gives_the_plan_its_layout(dataset_dir: Path) -> None:
     argv = ["headless", "run", "-m", "small_cnn", "-d", str(dataset_dir), "-e", "1", "--backend", "cpu", "--threads=1"]

@@ -235,7 +235,7 @@ def plan_threads(model: Any, data: Any, batch: int, *, job: Any = None) -> tuple
     instead of `model` on `data`."""
     from trainpilot.agent.planning import plan_job
 
-    report = plan_job(model, data, epochs=1, batch_size=batch, job=job)
+    report = plan_job(model, data, epochs=1, batch_size=batch, job=job, memory_format="contiguous")
     chosen = report["chosen"]
     if chosen.get("backend") == "cpu" and chosen.get("threads"):
         return int(

@@ -3,7 +3,7 @@ beside them, and every 4-D input batch.
 
 channels_last (NHWC) keeps a convolution's channels adjacent in memory; oneDNN and cuDNN have
 kernels for it that may be faster or slower than the default NCHW ones, depending on the model,
-the thread count and the machine (measured: docs/measurements.md#same-math-faster). The math is
+the thread count and the machine (measured: docs/measurements.md#same-math-faster-plan_vs_defaultpy). The math is
 the same either way: only strides change, so a switch mid-run keeps the loss trajectory.
 """
 

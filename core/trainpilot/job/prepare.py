@@ -92,12 +92,14 @@ def prepare(
     seed: int = 0,
     meter: Any = None,
     precisions: tuple[str, ...] = (),
+    memory_format: str = "auto",
 ) -> PreparedJob:
     """Resolve, split and profile `job` for a run of `epochs` epochs. `meter`: a context manager
     factory whose `.result.cores` says what other processes used meanwhile (machine/contention.py's
     ExternalCpuMeter): with it, the job's step is also probed on every core when the machine is quiet.
     `precisions`: the mixed precisions this CPU runs natively that the run may use; the job's
-    step is probed in them (and in channels_last, for a convolutional job) beside fp32 NCHW."""
+    step is probed in them (and in channels_last, for a convolutional job, unless `memory_format`
+    is "contiguous") beside fp32 NCHW."""
     from torch import nn
 
     data, taken = resolve_data(job.data, collate_fn=job.collate_fn)
@@ -133,9 +135,8 @@ def prepare(
         probes = _probe(job, probe, train_set, objective, batch_size, meter)
         form = "step" if job.step is not None else "loss"
         profile = replace(profile, extra={**profile.extra, "job_form": form, **probes})
-    profile = replace(
-        profile, extra={**profile.extra, **_probe_settings(job, probe, train_set, objective, batch_size, precisions)}
-    )
+    settings = _probe_settings(job, probe, train_set, objective, batch_size, precisions, memory_format)
+    profile = replace(profile, extra={**profile.extra, **settings})
     profile = replace(profile, **_loading(job, train_set, batch_size))
     return PreparedJob(job, data, train_set, val_set, profile, objective, seed, batch_size, taken.get("shuffle", True))
 
@@ -168,7 +169,13 @@ def _probe(job: Job, model: Any, train_set: Any, objective: Objective, batch_siz
 
 
 def _probe_settings(
-    job: Job, model: Any, train_set: Any, objective: Objective, batch_size: int, precisions: tuple[str, ...]
+    job: Job,
+    model: Any,
+    train_set: Any,
+    objective: Objective,
+    batch_size: int,
+    precisions: tuple[str, ...],
+    memory_format: str,
 ) -> dict[str, Any]:
     """The job's step in channels_last (a convolutional job) and in each of `precisions`, timed
     against fp32 NCHW on one thread and on every core (step_probe.probe_settings):
@@ -182,22 +189,21 @@ def _probe_settings(
     from trainpilot.plans import CHANNELS_LAST
 
     batch = train_set.batch(np.arange(min(batch_size, len(train_set))))
+    layout = layout_applies(model, batch)
+    layouts: list[str | None] = [None, CHANNELS_LAST] if layout and memory_format != "contiguous" else [None]
+    variants = [(fmt, p) for p in (None, *precisions) for fmt in layouts if fmt or p]
+    if not variants:
+        return {"channels_last_applies": layout}
     state = np.random.get_state()
     with torch.random.fork_rng(devices=[]):  # probing must not move the run's seeded draws
         try:
-            layout = layout_applies(model, batch)
-            variants: list[tuple[str | None, str | None]] = [(CHANNELS_LAST, None)] if layout else []
-            for precision in precisions:
-                variants += [(None, precision)] + ([(CHANNELS_LAST, precision)] if layout else [])
-            if not variants:
-                return {"channels_last_applies": False}
             make = job.optimizer or (lambda params: torch.optim.Adam(params, lr=1e-3))
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
             found = {
                 str(t): probe_settings(model, batch, objective, make, variants, t) for t in sorted({1, max(cores, 1)})
             }
         except Exception as exc:  # the default step works (profiled above): only the variants are lost
-            return {"channels_last_applies": False, "settings_error": describe_exception(exc)}
+            return {"channels_last_applies": layout, "settings_error": describe_exception(exc)}
         finally:
             np.random.set_state(state)
     return {"channels_last_applies": layout, "settings_probe": found}
@@ -279,6 +285,7 @@ def prepare_job(
     val_fraction: float = 0.1,
     seed: int = 0,
     precisions: tuple[str, ...] = (),
+    memory_format: str = "auto",
 ) -> PreparedJob:
     """A zoo model (or `path.py:Class`) on `dataset`: a path, None or "demo" for the bundled set, or
     a loaded `data.Dataset`."""
@@ -293,4 +300,5 @@ def prepare_job(
         val_fraction=val_fraction,
         seed=seed,
         precisions=precisions,
+        memory_format=memory_format,
     )

@@ -90,7 +90,10 @@ def error_samples(observations: Sequence[Observation]) -> list[ErrorSample]:
     out: list[ErrorSample] = []
     for o in reversed(observations):  # oldest first: what existed before each run
         rec = o.record
-        key = (rec.footprint, (rec.plan.backend, rec.plan.threads, rec.plan.mode, rec.plan.device))
+        key = (
+            rec.footprint,
+            (rec.plan.backend, rec.plan.threads, rec.plan.mode, rec.plan.device, rec.plan.settings_key),
+        )
         earlier = seen.setdefault(key, [])
         if o.log_error is not None:
             warm = any(abs(o.busy_weight - w) <= SAME_STATE for w in earlier)
@@ -119,6 +122,7 @@ def repeat_noise(observations: Sequence[Observation], busy_weight: float) -> tup
             rec.plan.threads,
             rec.plan.mode,
             rec.plan.device,
+            rec.plan.settings_key,
             round(o.busy_weight / SAME_STATE),
         )
         groups.setdefault(key, []).append((o.log_ratio, o.busy_weight))

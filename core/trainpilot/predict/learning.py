@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from trainpilot.plans import Plan
 from trainpilot.predict.calibration import Calibration
-from trainpilot.predict.features import WorkFeatures, features_of
+from trainpilot.predict.features import WorkFeatures, features_of, settings_ratios
 from trainpilot.predict.history import RunRecord
 from trainpilot.predict.roofline import estimate
 from trainpilot.predict.roofline_terms import LOAD_FULL_CORES, LOAD_NOISE_CORES, smooth_step
@@ -85,58 +86,83 @@ def state_weight(busy_cores: float) -> float:
     return smooth_step(busy_cores, LOAD_NOISE_CORES, LOAD_FULL_CORES)
 
 
-def probe_consensus(records: Iterable[RunRecord]) -> dict[str, dict[str, float]]:
-    """Per workload footprint, the median of its runs' step probes (job/step_probe.py). Each run
-    probes its job anew, and a probe is a short timing on a noisy machine: learning from every run
-    against its own probe, and predicting the next with yet another, would carry each probe's
-    noise into warm predictions. One consensus per workload keeps the roofline they share fixed."""
+def probe_consensus(records: Iterable[RunRecord]) -> dict[str, dict[str, Any]]:
+    """Per workload footprint, the median of its runs' step probes (job/step_probe.py): the eager
+    step's, and each layout or precision's ratio per thread count. Each run probes its job anew,
+    and a probe is a short timing on a noisy machine: learning from every run against its own
+    probe, and predicting the next with yet another, would carry each probe's noise into warm
+    predictions. One consensus per workload keeps the roofline they share fixed."""
     import statistics
 
     seen: dict[str, dict[str, list[float]]] = {}
+    settings: dict[str, dict[tuple[str, int], list[float]]] = {}
     for rec in records:
         extra = rec.profile.get("extra") if isinstance(rec.profile, dict) else None
-        if not isinstance(extra, dict) or not extra.get("probe_step_s"):
+        if not isinstance(extra, dict):
+            continue
+        for key, by_threads in settings_ratios(extra.get("settings_probe")).items():
+            for threads, ratio in by_threads.items():
+                settings.setdefault(rec.footprint, {}).setdefault((key, threads), []).append(ratio)
+        if not extra.get("probe_step_s"):
             continue
         into = seen.setdefault(rec.footprint, {"probe_step_s": [], "probe_all_s": [], "probe_threads": []})
         into["probe_step_s"].append(float(extra["probe_step_s"]))
         if extra.get("probe_all_s") and extra.get("probe_threads"):
             into["probe_all_s"].append(float(extra["probe_all_s"]))
             into["probe_threads"].append(float(extra["probe_threads"]))
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for footprint, values in seen.items():
-        agreed = {"probe_step_s": statistics.median(values["probe_step_s"]), "probe_all_s": 0.0, "probe_threads": 0}
+        agreed: dict[str, Any] = {
+            "probe_step_s": statistics.median(values["probe_step_s"]),
+            "probe_all_s": 0.0,
+            "probe_threads": 0,
+        }
         if values["probe_all_s"]:
             agreed["probe_all_s"] = statistics.median(values["probe_all_s"])
             agreed["probe_threads"] = int(statistics.mode(values["probe_threads"]))
         out[footprint] = agreed
+    for footprint, ratios in settings.items():
+        medians: dict[str, dict[int, float]] = {}
+        for (key, threads), samples in ratios.items():
+            medians.setdefault(key, {})[threads] = statistics.median(samples)
+        out.setdefault(footprint, {})["settings_ratios"] = medians
     return out
 
 
-def agreed_probes(observations: Iterable[Observation], footprint: str) -> dict[str, float] | None:
+def agreed_probes(observations: Iterable[Observation], footprint: str) -> dict[str, Any] | None:
     """The probes a workload's learnt runs were learnt with (None: no run of it, or none probed)."""
     past = next((o for o in observations if o.record.footprint == footprint), None)
-    if past is None or past.features.probe_step_s <= 0:
+    if past is None:
         return None
     f = past.features
-    return {"probe_step_s": f.probe_step_s, "probe_all_s": f.probe_all_s, "probe_threads": float(f.probe_threads)}
+    agreed: dict[str, Any] = {"settings_ratios": f.settings_ratios} if f.settings_ratios else {}
+    if f.probe_step_s > 0:
+        agreed.update(probe_step_s=f.probe_step_s, probe_all_s=f.probe_all_s, probe_threads=float(f.probe_threads))
+    return agreed or None
 
 
-def with_probes(feats: WorkFeatures, agreed: dict[str, float] | None) -> WorkFeatures:
-    """`feats` with its workload's agreed probes (probe_consensus), when it has any."""
+def with_probes(feats: WorkFeatures, agreed: dict[str, Any] | None) -> WorkFeatures:
+    """`feats` with its workload's agreed probes (probe_consensus), where it has them."""
     from dataclasses import replace
 
-    if not agreed or feats.probe_step_s <= 0:
+    if not agreed:
         return feats
-    return replace(
-        feats,
-        probe_step_s=agreed["probe_step_s"],
-        probe_all_s=agreed["probe_all_s"],
-        probe_threads=int(agreed["probe_threads"]),
-    )
+    if feats.probe_step_s > 0 and agreed.get("probe_step_s"):
+        feats = replace(
+            feats,
+            probe_step_s=agreed["probe_step_s"],
+            probe_all_s=agreed["probe_all_s"],
+            probe_threads=int(agreed["probe_threads"]),
+        )
+    if feats.settings_ratios and agreed.get("settings_ratios"):
+        # the agreed ratio where the workload has one, this run's own for a variant it does not
+        merged = {k: {**v, **agreed["settings_ratios"].get(k, {})} for k, v in feats.settings_ratios.items()}
+        feats = replace(feats, settings_ratios=merged)
+    return feats
 
 
 def observe(
-    records: Iterable[RunRecord], calibration: Calibration, agreed: dict[str, dict[str, float]] | None = None
+    records: Iterable[RunRecord], calibration: Calibration, agreed: dict[str, dict[str, Any]] | None = None
 ) -> list[Observation]:
     """The records as observations; `agreed`: the probes per footprint to learn them with (default:
     their own consensus; a run added to a loaded history takes the history's)."""

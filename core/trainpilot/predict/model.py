@@ -289,8 +289,13 @@ class CostModel:
         if roof is None:
             if self.is_described:
                 why = f"the described machine's figures cannot predict {plan.label} (Core ML picks its device)"
-            elif plan.is_compiled:
+            elif plan.is_compiled and self.calibration.compile is None:
                 why = "torch.compile not measured here yet (`trainpilot headless calibrate --compile`)"
+            elif plan.memory_format or plan.precision:
+                why = (
+                    f"{plan.settings_key} not measured for {plan.backend} here yet (no probe of this job's step"
+                    " there, nor a calibration of it: `trainpilot headless calibrate`)"
+                )
             else:
                 why = f"no calibration for {plan.label} on this machine (run `trainpilot headless calibrate`)"
             return PlanPrediction(plan, None, excluded_reason=why, source="roofline")

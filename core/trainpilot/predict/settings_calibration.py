@@ -83,10 +83,12 @@ def measure_settings(
             times = _alternated(spec, cal.plan, variants, sync(cal.plan.backend), min_seconds)
             feats = bench_features(spec)
             term = feats.flops_by_kind.get(spec.kind, 0.0) * spec.batch * cal.idle.coef.get(spec.kind, 0.0)
+            if term <= 0.2 * times[0]:  # a step mostly fixed costs says little about this kind's FLOPs
+                continue
             for (fmt, precision), t in zip(variants, times[1:], strict=False):
                 # the step's change, all of it put on this kind's FLOPs (the rest of a benchmark
-                # step barely changes with the layout); a negligible FLOP term: the step ratio
-                ratio = 1.0 + (t - times[0]) / term if term > 0.2 * times[0] else t / times[0]
+                # step barely changes with the layout)
+                ratio = 1.0 + (t - times[0]) / term
                 key = settings_key(fmt, precision)
                 per.setdefault(key, {}).setdefault(spec.kind, []).append(max(ratio, 0.05))
         if per:
