@@ -1,7 +1,7 @@
 """Same math, faster: the agent's plan against PyTorch's default way and against the best plan
 found by measuring every plan. One run, a table.
 
-    flock -x /tmp/tp-cpu.lock python benchmarks/plan_vs_default.py          # ~20 min on 2 cores; alone
+    flock -x /tmp/tp-cpu.lock python benchmarks/plan_vs_default.py          # alone: it times (docs/measurements.md)
     python benchmarks/plan_vs_default.py --jobs small_cnn,resnet --passes 1 --epochs 1
 
 Jobs: every zoo model on the bundled demo set, and the five jobs of benchmarks/byo.py

@@ -68,10 +68,13 @@ def _plan(data: object) -> Plan | None:
 
 
 def short_label(plan: Plan | None) -> str:
-    """'cpu 2t', 'cuda': a plan in six cells."""
+    """'cpu 2t', 'cuda', 'cpu 2t cl bf16': a plan in a few cells (cl: channels_last), so the two
+    segments of a layout or precision switch read apart."""
     if plan is None:
         return "?"
-    return f"{plan.backend} {plan.threads}t" if plan.threads else plan.backend
+    base = f"{plan.backend} {plan.threads}t" if plan.threads else plan.backend
+    marks = ("cl" if plan.memory_format else "", plan.precision or "")
+    return " ".join([base, *(m for m in marks if m)])
 
 
 def run_totals(epochs: tuple[ev.EpochTimed, ...]) -> tuple[float | None, float]:
