@@ -193,7 +193,7 @@ class Agent:
                         "think",
                         f"{plan.label}: predicted {figures_text(prediction)} ({explain(prediction)};"
                         f" {prediction.detail.get('energy_source')})"
-                        + (f"; {prediction.detail['loading']}" if prediction.detail.get("loading") else "")
+                        + (f"; {prediction.detail['notes']}" if prediction.detail.get("notes") else "")
                         + (
                             f"; {payback}"
                             if plan.is_compiled and (payback := payback_line(plan, [*predictions, prediction], epochs))

@@ -336,7 +336,7 @@ class CostModel:
             "flops_per_s": {k: round(1.0 / c, 0) for k, c in self._rates(plan).items()},
         }
         if roof.note:
-            detail["loading"] = roof.note
+            detail["notes"] = roof.note  # the probe's, a setting's and the loading's notes, for the trace
         detail["interval"] = self._interval(run_s, obs, profile.footprint, plan, busy, roof.fit_error).to_dict()
         if self.is_described:
             detail["note"] = DESCRIBED_MARK
