@@ -17,6 +17,10 @@ from typing import Any
 
 PROBE_MAX_S = 1.0  # stop timing once this much time has gone (after one timed step at least)
 PROBE_MAX_STEPS = 20
+# ...but time for this long at least: twenty steps of a small model last a few milliseconds, a
+# window that one moment of another process's load can cover whole; the fastest step of a longer
+# one is the job's (docs/measurements.md#same-math-faster-plan_vs_defaultpy)
+PROBE_MIN_S = 0.25
 
 
 def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any, threads: int = 1) -> float:
@@ -31,7 +35,8 @@ def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any, thre
         model.train()
         times: list[float] = []
         start = time.perf_counter()
-        for i in range(PROBE_MAX_STEPS + 1):
+        i = 0
+        while True:
             began = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             loss = objective(model, batch)[0]
@@ -40,16 +45,18 @@ def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any, thre
             float(loss.detach())
             if i:
                 times.append(time.perf_counter() - began)
-                if time.perf_counter() - start > PROBE_MAX_S:
+                spent = time.perf_counter() - start
+                if spent > PROBE_MAX_S or (i >= PROBE_MAX_STEPS and spent >= PROBE_MIN_S):
                     break
+            i += 1
         return min(times)
     finally:
         torch.set_num_threads(before)
         model.zero_grad(set_to_none=True)
 
 
-SETTINGS_PROBE_S = 0.6  # per thread count: each variant's steps alternate with the default's for this long
-SETTINGS_PROBE_ROUNDS = 12
+SETTINGS_PROBE_S = 0.3  # per thread count: each variant's steps alternate with the default's for this long
+SETTINGS_PROBE_MIN_ROUNDS = 3  # a round longer than the budget still times this many (after the first)
 
 
 def probe_settings(
@@ -93,13 +100,15 @@ def probe_settings(
             net.train()
         best = [math.inf] * len(runs)
         start = time.perf_counter()
-        for round_ in range(SETTINGS_PROBE_ROUNDS + 1):
+        round_ = 0
+        while True:
             for i, (_fmt, precision) in enumerate(runs):
                 took = one_step(nets[i], optimizers[i], batches[i], precision)
                 if round_:  # the first step of each (allocations, oneDNN's kernel choice) is not a speed
                     best[i] = min(best[i], took)
-            if round_ >= 2 and time.perf_counter() - start > SETTINGS_PROBE_S:
+            if round_ >= SETTINGS_PROBE_MIN_ROUNDS and time.perf_counter() - start > SETTINGS_PROBE_S:
                 break
+            round_ += 1
         return {settings_key(fmt, p): best[i] / best[0] for i, (fmt, p) in enumerate(runs) if i}
     finally:
         torch.set_num_threads(before)
