@@ -210,6 +210,12 @@ def similarity(a: WorkFeatures | Shape, b: WorkFeatures | Shape) -> float:
     return kind * math.exp(-d)
 
 
+# Another workload's run measured differently: one side's roofline was scaled to its own probed
+# step and the other's was not, so its residual is mostly what that roofline missed about its own
+# ops, which the probe has already measured here. (The zoo's tiny MLP, unprobed, ran its 2-thread
+# plan 2x its roofline; carried over, that made a probed regression MLP's 2-thread plan look 2x
+# slower than it ran: docs/measurements.md#same-math-faster-plan_vs_defaultpy.)
+PROBE_MISMATCH = 0.1
 SETTINGS_MATCH = 0.3  # a run in another layout or precision: its residual says how this machine
 # runs the plan's threads and device now, not how the setting does; its own runs soon outweigh it
 
@@ -249,7 +255,8 @@ def correction(
         if load < 0.05:
             continue
         same = o.record.footprint == footprint
-        w = pm * load * (EXACT_BONUS if same else sim)
+        measured_alike = (o.features.probe_step_s > 0) == (feats.probe_step_s > 0)
+        w = pm * load * (EXACT_BONUS if same else sim * (1.0 if measured_alike else PROBE_MISMATCH))
         if w < 1e-3:
             continue
         values.append((o.log_ratio, w))
