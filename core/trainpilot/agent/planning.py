@@ -54,15 +54,10 @@ def keeping_random_state(plan: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(plan)
     def planned(*args: Any, **kwargs: Any) -> Any:
-        import numpy as np
-        import torch
+        from trainpilot.job.prepare import random_state_kept
 
-        state = np.random.get_state()
-        with torch.random.fork_rng(devices=[]):
-            try:
-                return plan(*args, **kwargs)
-            finally:
-                np.random.set_state(state)
+        with random_state_kept():
+            return plan(*args, **kwargs)
 
     return planned
 

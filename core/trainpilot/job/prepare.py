@@ -4,7 +4,9 @@ what loading a batch costs."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,6 +27,35 @@ def seed_everything(seed: int) -> None:
 
     torch.manual_seed(seed)
     np.random.seed(seed % (2**32))
+
+
+@contextlib.contextmanager
+def random_state_kept() -> Iterator[None]:
+    """torch's and numpy's random state as they were before the block: for work that draws from
+    them (probing, planning) and must not move a run's, or a caller's, seeded draws."""
+    import torch
+
+    state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            np.random.set_state(state)
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (machine/probe.py has the same answer; that layer is not
+    this one's to import)."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def optimizer_factory(job: Job) -> Any:
+    """`params -> optimizer`: the job's own, else the Adam TrainPilot trains with."""
+    import torch
+
+    return job.optimizer or (lambda params: torch.optim.Adam(params, lr=1e-3))
 
 
 @dataclass(frozen=True)
@@ -132,10 +163,12 @@ def prepare(
             probe, batch, objective, name=job.title, dataset_size=len(train_set), batch_size=batch_size, epochs=epochs
         )
         _check_val(job, val_set, objective, batch)
-        probes = _probe(job, probe, train_set, objective, batch_size, meter)
+    full = train_set.batch(np.arange(min(batch_size, len(train_set))))  # what the probes step on
+    if job.zoo is None:
+        probes = _probe(job, probe, full, objective, meter)
         form = "step" if job.step is not None else "loss"
         profile = replace(profile, extra={**profile.extra, "job_form": form, **probes})
-    settings = _probe_settings(job, probe, train_set, objective, batch_size, precisions, memory_format)
+    settings = _probe_settings(job, probe, full, objective, precisions, memory_format)
     profile = replace(profile, extra={**profile.extra, **settings})
     profile = replace(profile, **_loading(job, train_set, batch_size))
     return PreparedJob(job, data, train_set, val_set, profile, objective, seed, batch_size, taken.get("shuffle", True))
@@ -144,18 +177,12 @@ def prepare(
 QUIET_CORES = 0.3  # other processes' CPU below which an all-core probe measures the job, not the load
 
 
-def _probe(job: Job, model: Any, train_set: Any, objective: Objective, batch_size: int, meter: Any) -> dict[str, Any]:
+def _probe(job: Job, model: Any, batch: Any, objective: Objective, meter: Any) -> dict[str, Any]:
     """One full batch's training step timed on one thread (`probe_step_s`) and, on a quiet machine,
     on every core (`probe_all_s` at `probe_threads`): job/step_probe.py."""
-    import os
-
-    import torch
-
     from trainpilot.job.step_probe import probe_step
 
-    batch = train_set.batch(np.arange(min(batch_size, len(train_set))))
-    make = job.optimizer or (lambda params: torch.optim.Adam(params, lr=1e-3))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    make, cores = optimizer_factory(job), usable_cpus()
     try:
         out: dict[str, Any] = {"probe_step_s": probe_step(model, batch, objective, make)}
         if meter is not None and cores > 1:
@@ -171,41 +198,31 @@ def _probe(job: Job, model: Any, train_set: Any, objective: Objective, batch_siz
 def _probe_settings(
     job: Job,
     model: Any,
-    train_set: Any,
+    batch: Any,
     objective: Objective,
-    batch_size: int,
     precisions: tuple[str, ...],
     memory_format: str,
 ) -> dict[str, Any]:
     """The job's step in channels_last (a convolutional job) and in each of `precisions`, timed
     against fp32 NCHW on one thread and on every core (step_probe.probe_settings):
     extra["settings_probe"] = {threads: {variant: ratio}}, extra["channels_last_applies"]."""
-    import os
-
-    import torch
-
     from trainpilot.job.layout import layout_applies
     from trainpilot.job.step_probe import probe_settings
     from trainpilot.plans import CHANNELS_LAST
 
-    batch = train_set.batch(np.arange(min(batch_size, len(train_set))))
     layout = layout_applies(model, batch)
     layouts: list[str | None] = [None, CHANNELS_LAST] if layout and memory_format != "contiguous" else [None]
     variants = [(fmt, p) for p in (None, *precisions) for fmt in layouts if fmt or p]
     if not variants:
         return {"channels_last_applies": layout}
-    state = np.random.get_state()
-    with torch.random.fork_rng(devices=[]):  # probing must not move the run's seeded draws
-        try:
-            make = job.optimizer or (lambda params: torch.optim.Adam(params, lr=1e-3))
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    make = optimizer_factory(job)
+    try:
+        with random_state_kept():  # probing must not move the run's seeded draws
             found = {
-                str(t): probe_settings(model, batch, objective, make, variants, t) for t in sorted({1, max(cores, 1)})
+                str(t): probe_settings(model, batch, objective, make, variants, t) for t in sorted({1, usable_cpus()})
             }
-        except Exception as exc:  # the default step works (profiled above): only the variants are lost
-            return {"channels_last_applies": layout, "settings_error": describe_exception(exc)}
-        finally:
-            np.random.set_state(state)
+    except Exception as exc:  # the default step works (profiled above): only the variants are lost
+        return {"channels_last_applies": layout, "settings_error": describe_exception(exc)}
     return {"channels_last_applies": layout, "settings_probe": found}
 
 

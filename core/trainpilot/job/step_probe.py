@@ -11,8 +11,10 @@ that one gives the job's own thread scaling too (its small ops may scale worse t
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 PROBE_MAX_S = 1.0  # stop timing once this much time has gone (after one timed step at least)
@@ -56,7 +58,29 @@ def probe_step(model: Any, batch: Any, objective: Any, make_optimizer: Any, thre
 
 
 SETTINGS_PROBE_S = 0.3  # per thread count: each variant's steps alternate with the default's for this long
-SETTINGS_PROBE_MIN_ROUNDS = 3  # a round longer than the budget still times this many (after the first)
+SETTINGS_PROBE_MIN_ROUNDS = 3  # a round longer than the budget still times this many (after the warm-up)
+
+
+def fastest_alternated(
+    steps: Sequence[Callable[[], float]], *, budget_s: float, min_rounds: int, max_rounds: int | None = None
+) -> list[float]:
+    """The fastest time of each of `steps` (callables that take one training step and return its
+    seconds), their steps alternated round by round, so a moment of load on a shared machine slows
+    all of them alike. The first round warms up (allocations, the kernels' first choice) and is not
+    counted; then rounds go on until `min_rounds` are counted and `budget_s` has passed since the
+    first counted one, or `max_rounds` are counted."""
+    for step in steps:
+        step()
+    best = [math.inf] * len(steps)
+    start = time.perf_counter()
+    rounds = 0
+    while True:
+        best = [min(b, step()) for b, step in zip(best, steps, strict=True)]
+        rounds += 1
+        if max_rounds is not None and rounds >= max_rounds:
+            return best
+        if rounds >= min_rounds and time.perf_counter() - start > budget_s:
+            return best
 
 
 def probe_settings(
@@ -70,7 +94,8 @@ def probe_settings(
     """How fast the job's own step runs in each (memory_format, precision) variant against
     PyTorch's default (NCHW, fp32): {variant key: variant step / default step}. Each variant
     trains its own copy of the model, and their steps alternate round by round, so a moment of
-    load on this shared machine slows all of them alike; the fastest step of each counts."""
+    load on this shared machine slows all of them alike; the fastest step of each counts
+    (fastest_alternated)."""
     import copy
 
     import torch
@@ -98,17 +123,11 @@ def probe_settings(
         batches = [batch_to_layout(batch, fmt) for fmt, _ in runs]
         for net in nets:
             net.train()
-        best = [math.inf] * len(runs)
-        start = time.perf_counter()
-        round_ = 0
-        while True:
-            for i, (_fmt, precision) in enumerate(runs):
-                took = one_step(nets[i], optimizers[i], batches[i], precision)
-                if round_:  # the first step of each (allocations, oneDNN's kernel choice) is not a speed
-                    best[i] = min(best[i], took)
-            if round_ >= SETTINGS_PROBE_MIN_ROUNDS and time.perf_counter() - start > SETTINGS_PROBE_S:
-                break
-            round_ += 1
+        steps = [
+            functools.partial(one_step, net, opt, inputs, precision)
+            for net, opt, inputs, (_fmt, precision) in zip(nets, optimizers, batches, runs, strict=True)
+        ]
+        best = fastest_alternated(steps, budget_s=SETTINGS_PROBE_S, min_rounds=SETTINGS_PROBE_MIN_ROUNDS)
         return {settings_key(fmt, p): best[i] / best[0] for i, (fmt, p) in enumerate(runs) if i}
     finally:
         torch.set_num_threads(before)

@@ -12,13 +12,12 @@ to one busy core; the observed load picks between (see `load_weights`).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from trainpilot.plans import Plan
 from trainpilot.predict.calibration import Calibration, PlanCalibration, StateRates
 from trainpilot.predict.features import COLUMNS, WorkFeatures
-from trainpilot.predict.roofline_terms import RooflineEstimate, load_weights
+from trainpilot.predict.roofline_terms import RooflineEstimate, load_weights, log2_between
 from trainpilot.predict.split_cost import split_estimate
 
 
@@ -140,8 +139,7 @@ def probe_ratio(features: WorkFeatures, calibration: Calibration, threads: int =
     every = ratio(features.probe_all_s, top)
     if every is None:
         return one
-    share = min(math.log2(threads) / math.log2(top), 1.0)
-    return one + (every - one) * share
+    return log2_between({1: one, top: every}, threads)
 
 
 def _scaled(found: RooflineEstimate, ratio: float) -> RooflineEstimate:

@@ -7,6 +7,7 @@ A module of its own because both the single-device roofline (roofline.py) and th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from trainpilot.plans import Plan
@@ -37,6 +38,19 @@ def smooth_step(x: float, lo: float, hi: float) -> float:
         return 1.0
     t = (x - lo) / (hi - lo)
     return t * t * (3 - 2 * t)
+
+
+def log2_between(points: dict[int, float], threads: int) -> float:
+    """A value measured at a few thread counts, at `threads`: between two measured counts it
+    follows log2 of the count (doubling the threads adds about as much each time), outside them
+    it is the nearest measured one's."""
+    ordered = sorted(points.items())
+    if threads <= ordered[0][0]:
+        return ordered[0][1]
+    for (t0, v0), (t1, v1) in zip(ordered, ordered[1:], strict=False):
+        if threads <= t1:
+            return v0 + (v1 - v0) * (math.log2(threads) - math.log2(t0)) / (math.log2(t1) - math.log2(t0))
+    return ordered[-1][1]
 
 
 def load_weights(

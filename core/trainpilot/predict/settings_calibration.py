@@ -11,7 +11,6 @@ what a plan with no probe is predicted from (a GPU, or a job on another backend)
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 
 from trainpilot.plans import CHANNELS_LAST, Plan, settings_key
@@ -37,22 +36,16 @@ def _alternated(
     """The fastest step of the default network and of each variant, their steps alternated."""
     import torch
 
+    from trainpilot.job.step_probe import fastest_alternated
+
     device = (plan.device or plan.backend) if plan.backend in ("cuda", "mps") else "cpu"
     previous = torch.get_num_threads()
     if plan.backend == "cpu" and plan.threads:
         torch.set_num_threads(plan.threads)
     try:
         benches = [BenchTrainer(spec, device, sync, memory_format=f, precision=p) for f, p in [(None, None), *variants]]
-        for bench in benches:
-            bench.timed()  # warm-up: allocations, the kernels' first choice
-        best = [float("inf")] * len(benches)
-        start = time.perf_counter()
-        for round_ in range(ROUNDS):
-            for i, bench in enumerate(benches):
-                best[i] = min(best[i], bench.timed())
-            if round_ >= 2 and time.perf_counter() - start > min_seconds * len(benches):
-                break
-        return best
+        steps = [bench.timed for bench in benches]
+        return fastest_alternated(steps, budget_s=min_seconds * len(benches), min_rounds=3, max_rounds=ROUNDS)
     finally:
         torch.set_num_threads(previous)
 

@@ -13,11 +13,10 @@ Two sources, the job's own first:
 
 from __future__ import annotations
 
-import math
-
 from trainpilot.plans import Plan
 from trainpilot.predict.calibration import Calibration, plan_key
 from trainpilot.predict.features import WorkFeatures
+from trainpilot.predict.roofline_terms import log2_between
 
 RATIO_BOUNDS = (0.1, 10.0)  # a variant further off than this measured a hiccup, not the setting
 
@@ -34,24 +33,12 @@ def _threads(plan: Plan, logical_cpus: int) -> int | None:
 
 def probed_ratio(features: WorkFeatures, key: str, threads: int) -> float | None:
     measured = features.settings_ratios.get(key)
-    if not measured:
-        return None
-    points = sorted(measured.items())
-    if threads <= points[0][0] or len(points) == 1:
-        return points[0][1] if threads <= points[0][0] else points[-1][1]
-    for (t0, r0), (t1, r1) in zip(points, points[1:], strict=False):
-        if threads <= t1:
-            share = (math.log2(threads) - math.log2(t0)) / max(math.log2(t1) - math.log2(t0), 1e-9)
-            return r0 + (r1 - r0) * share
-    return points[-1][1]
+    return log2_between(measured, threads) if measured else None
 
 
 def calibrated_ratio(features: WorkFeatures, plan: Plan, calibration: Calibration) -> float | None:
     """The step ratio calibration's per-kind FLOP ratios give this job on this plan's backend."""
-    base = plan.default_settings()
-    if base.is_compiled:
-        base = base.as_eager()
-    cal = calibration.for_plan(base)
+    cal = calibration.for_plan(plan.default_settings())  # a compiled plan's is its eager one's
     if cal is None:
         return None
     key = plan_key(cal.plan)
@@ -66,7 +53,7 @@ def calibrated_ratio(features: WorkFeatures, plan: Plan, calibration: Calibratio
     for kind, ratio in kinds.items():
         flops = features.samples * features.flops_by_kind.get(kind, 0.0)
         change += flops * cal.idle.coef.get(kind, 0.0) * (ratio - 1.0)
-    return max(1.0 + change / total, RATIO_BOUNDS[0])
+    return 1.0 + change / total
 
 
 def settings_ratio(features: WorkFeatures, plan: Plan, calibration: Calibration) -> tuple[float, str] | None:

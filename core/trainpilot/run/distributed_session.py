@@ -22,7 +22,6 @@ from typing import Any
 from trainpilot import events as ev
 from trainpilot.energy import EST
 from trainpilot.errors import CheckpointError, ConfigError
-from trainpilot.machine.precision_support import native_precision
 from trainpilot.parallel.ddp_plan import ddp_plan, ddp_world_size
 from trainpilot.parallel.group import PeerLost, RankGroup
 from trainpilot.plans import Plan
@@ -90,14 +89,10 @@ class RankStrategy(RunStrategy):
             )
             rank_plan = Plan("cpu", threads=threads)
         # no single-process prediction weighs a rank's layout or precision: what the options ask
-        # for explicitly, else PyTorch's defaults
+        # for explicitly (a precision the device lacks is refused there), else PyTorch's defaults
         rank_plan = with_settings(rank_plan, config, profile, ())
         if rank_plan.precision == "fp16":  # DDP's backward here runs without a loss scaler
             raise ConfigError("--precision fp16 with --nproc: ranks train without a loss scaler; use bf16 or fp32")
-        if rank_plan.precision:
-            native = native_precision(rank_plan, rank_plan.precision)
-            if not native:
-                raise ConfigError(f"--precision {rank_plan.precision}: {native.reason}; use fp32")
         plan = ddp_plan(rank_plan, self.group.world_size)
         return PlanChoice(
             plan,

@@ -14,7 +14,6 @@ from typing import Any
 import torch
 
 from trainpilot.job.layout import batch_to_layout
-from trainpilot.job.precision import autocast
 from trainpilot.parallel.group import RankGroup
 from trainpilot.parallel.rank_speed import RankSpeeds, equal_shares, measure_shares, refined_shares
 from trainpilot.parallel.step_clock import StepClock, StepFigures, gradient_hook, shard_loss
@@ -87,7 +86,7 @@ class DistributedTrainer(Trainer):
         self.optimizer.zero_grad(set_to_none=True)
         # full batches only: a short last batch's fixed per-step cost weighs more per sample
         with self._clock.timing(len(idx) if len(batch_idx) == self.batch_size else 0):
-            with autocast(self.device, self.plan.precision if self.plan is not None else None):
+            with self.autocast():
                 logits = self.model(x)
                 loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
             correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0

@@ -167,9 +167,8 @@ def fallback_plan(cfg: SessionConfig, backend: Any, logical_cpus: int, predictio
     worker that could not start or died)."""
     if cfg.threads:
         return Plan("cpu", threads=cfg.threads)
-    return plan_for(backend, logical_cpus, predictions, None, memory_format="contiguous", precision="fp32").with_loader(
-        None
-    )
+    last = plan_for(backend, logical_cpus, predictions, None, memory_format="contiguous", precision="fp32")
+    return last.with_loader(None)
 
 
 def override_availability(

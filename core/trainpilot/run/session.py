@@ -26,7 +26,7 @@ from trainpilot.run.config import DEFAULT_EPOCHS, SessionConfig, new_run_id, wit
 from trainpilot.run.epoch_loop import EpochLoop
 from trainpilot.run.forecast import RunForecast
 from trainpilot.run.learning import RunRecorder
-from trainpilot.run.plan_choice import override_availability
+from trainpilot.run.plan_choice import override_availability, runs_natively
 from trainpilot.run.plan_switch import PlanSwitch
 from trainpilot.run.result import run_result
 from trainpilot.run.state import Runtime, Totals
@@ -128,10 +128,8 @@ class TrainingSession:
             return Availability(False, f"unknown precision '{precision}' (fp32, bf16 or fp16)")
         avail = override_availability(backend, self._backends(backend), self.profile, threads, mode)
         if avail and precision not in (None, "fp32") and (backend != "split" or mode):
-            from trainpilot.machine.precision_support import native_precision
-
             # a split named by its workers is checked now; otherwise once the plan is resolved
-            avail = native_precision(Plan(backend, threads=threads, mode=mode), precision)
+            avail = runs_natively(Plan(backend, threads=threads, mode=mode).with_settings(precision=precision))
         self.steering.override((backend, threads, mode, avail, memory_format, precision))
         return avail
 

@@ -141,6 +141,12 @@ class Trainer:
                 self._scaler.load_state_dict(self._scaler_state)  # the scale a resumed run had reached
         self._scaler_state = None
 
+    def autocast(self) -> Any:
+        """The context a step's forward and loss run in: the plan's mixed precision, or nothing."""
+        from trainpilot.job.precision import autocast
+
+        return autocast(self.device, self.plan.precision if self.plan is not None else None)
+
     def _count_workers(self, data: Any) -> None:
         """A loader's worker processes: their CPU is this run's, not load it meets."""
         if self.loader_workers:
@@ -203,13 +209,11 @@ class Trainer:
         """Run step `step` (0-based) of `epoch` and return what it did."""
         from trainpilot.job.layout import batch_to_layout
         from trainpilot.job.objective import batch_size_of, split_batch, to_device
-        from trainpilot.job.precision import autocast
 
         start = time.perf_counter()
         order = self.epoch_order(epoch)
         idx = order[step * self.batch_size : (step + 1) * self.batch_size]
         batch = batch_to_layout(to_device(self._fetch(epoch, step, idx), self.device, non_blocking=True), self._layout)
-        precision = self.plan.precision if self.plan is not None else None
         if not self._in_train_mode:  # train() walks every module: once per epoch, not at every step
             self.model.train()
             self._in_train_mode = True
@@ -219,7 +223,7 @@ class Trainer:
             output, loss = self._runner.forward_backward(self.model, self.loss_fn, x, y)
             target = y
         else:
-            with autocast(self.device, precision):
+            with self.autocast():
                 loss, output, target = self.objective(self.model, batch)
             if self._scaler is not None:
                 self._scaler.scale(loss).backward()
@@ -258,7 +262,6 @@ class Trainer:
         """The job's metric on `data` (accuracy for the zoo); sets `last_val_loss` as well."""
         from trainpilot.job.layout import batch_to_layout
         from trainpilot.job.objective import batch_size_of, to_device
-        from trainpilot.job.precision import autocast
 
         self.last_val_loss = None
         if len(data) == 0:
@@ -276,7 +279,7 @@ class Trainer:
             self._count_workers(data)
         for batch in stream:
             batch = batch_to_layout(to_device(batch, self.device), self._layout)
-            with autocast(self.device, self.plan.precision if self.plan is not None else None):
+            with self.autocast():
                 loss, output, target = self.objective(model, batch)
             n = batch_size_of(batch)
             loss_sum += float(loss) * n
