@@ -3,6 +3,10 @@ exported only when both thresholds hold — accuracy drop <= the maximum (test s
 the search) and speed-up >= the target (the target's cycles: measured here, predicted for a
 described machine). Otherwise nothing is written and the report says why.
 
+The accuracy drop comes with its paired interval (drop_interval.py), and the rule that reads it
+is stated: "point" (the default) deploys when the measured drop is within the limit and says how
+sure that is; "confident" deploys only when the interval's upper end is within it.
+
 The export is a directory written atomically (a temporary sibling renamed into place, so a crash
 leaves no half-written export): `model.pt` (the pruned state_dict), `plan.json` (the model, the
 layer plan — channels kept and removed per layer — and the figures), and `model.mlpackage` when the
@@ -24,11 +28,15 @@ import torch
 from torch import nn
 
 from trainpilot.compress.cycles import StepTimes, measure_steps, predict_steps
-from trainpilot.compress.finetune import RESTART_LR, Tensors, accuracy, train_steps
+from trainpilot.compress.drop_interval import DropInterval
+from trainpilot.compress.finetune import RESTART_LR, Tensors, right, train_steps
 from trainpilot.compress.prune import PrunedModel, rebuild
 from trainpilot.errors import ConfigError
 
 PLAN_FORMAT = 1
+# How the accuracy drop is read: "point", the measured drop within the limit (how sure that is is
+# reported beside it); "confident", the upper end of its interval within the limit.
+DEPLOY_RULES = ("point", "confident")
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,13 @@ class Tuned:
 
     pruned: PrunedModel
     accuracy: float  # test accuracy, [0, 1]
+    right: torch.Tensor | None = None  # which test samples it classifies right (drop_interval.paired_drop)
+
+
+def tested(pruned: PrunedModel, test: Tensors, *, threads: int) -> Tuned:
+    """`pruned` scored on the test split, sample by sample."""
+    scored = right(pruned.model, test, threads=threads)
+    return Tuned(pruned, int(scored.sum()) / max(len(test), 1), scored)
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,8 @@ class Verdict:
     speedup: float  # on the target's cycles
     speedup_label: str
     exported: dict[str, str] = field(default_factory=dict)
+    interval: DropInterval | None = None  # the drop's paired interval (None: nothing was tested)
+    rule: str = "point"
 
 
 def deployment_fine_tune(
@@ -81,7 +98,7 @@ def fine_tune(
 ) -> Tuned:
     """The deployment fine-tune, then the test accuracy."""
     deployment_fine_tune(pruned, train, steps=steps, batch=batch, seed=seed, threads=threads, teacher=teacher)
-    return Tuned(pruned, accuracy(pruned.model, test, threads=threads))
+    return tested(pruned, test, threads=threads)
 
 
 def remeasure(
@@ -116,23 +133,47 @@ def predicted_on(
 
 
 def judge(
-    dense_accuracy: float, tuned: Tuned, speedup: float, speedup_label: str, *, max_drop: float, target_speedup: float
+    drop: DropInterval,
+    speedup: float,
+    speedup_label: str,
+    *,
+    max_drop: float,
+    target_speedup: float,
+    rule: str = "point",
 ) -> Verdict:
-    drop = (dense_accuracy - tuned.accuracy) * 100.0
+    """Deploy or not, by `rule` (DEPLOY_RULES) for the accuracy drop and the target for the speed-up."""
+    if rule not in DEPLOY_RULES:
+        raise ValueError(f"unknown deployment rule {rule!r} (one of {', '.join(DEPLOY_RULES)})")
+    sure = drop.within(max_drop)
+    interval = f"{drop.confidence:.0%} interval {drop.low:.2f} to {drop.high:.2f}"
     problems = []
-    if drop > max_drop + 1e-9:
-        problems.append(f"accuracy drops {drop:.2f} points (allowed {max_drop:g})")
+    if drop.drop > max_drop + 1e-9:
+        problems.append(f"accuracy drops {drop.drop:.2f} points (allowed {max_drop:g}; {interval})")
+    elif rule == "confident" and drop.high > max_drop + 1e-9:
+        problems.append(
+            f"the accuracy drop's {interval} reaches above the allowed {max_drop:g} points"
+            f" (--deploy-rule confident; the measured drop is {drop.drop:.2f})"
+        )
     if speedup < target_speedup:
         problems.append(f"{speedup_label} speed-up {speedup:.2f}x is below the target {target_speedup:g}x")
     if problems:
-        return Verdict(False, "not deployed: " + "; ".join(problems), drop, speedup, speedup_label)
+        return Verdict(
+            False, "not deployed: " + "; ".join(problems), drop.drop, speedup, speedup_label, interval=drop, rule=rule
+        )
+    how_sure = (
+        f"{interval}: within the limit"
+        if drop.high <= max_drop + 1e-9
+        else f"{interval}: {sure:.0%} sure it is within the limit"
+    )
     return Verdict(
         True,
-        f"deployed: {speedup_label} speed-up {speedup:.2f}x >= {target_speedup:g}x at {drop:.2f} points"
-        f" accuracy drop (<= {max_drop:g})",
-        drop,
+        f"deployed: {speedup_label} speed-up {speedup:.2f}x >= {target_speedup:g}x at {drop.drop:.2f} points"
+        f" accuracy drop (<= {max_drop:g}; {how_sure})",
+        drop.drop,
         speedup,
         speedup_label,
+        interval=drop,
+        rule=rule,
     )
 
 

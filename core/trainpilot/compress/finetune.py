@@ -118,13 +118,19 @@ def _evaluating(model: nn.Module, threads: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def accuracy(model: nn.Module, data: Tensors, *, threads: int, batch: int = 512) -> float:
-    """Share of `data` the model classifies right, in [0, 1]."""
-    right = 0
+def right(model: nn.Module, data: Tensors, *, threads: int, batch: int = 512) -> torch.Tensor:
+    """Which samples of `data` the model classifies right: one bool per sample, in order (what a
+    paired accuracy interval compares, drop_interval.py)."""
+    out = []
     with _evaluating(model, threads):
         for at in range(0, len(data), batch):
-            right += int((model(data.X[at : at + batch]).argmax(1) == data.y[at : at + batch]).sum())
-    return right / max(len(data), 1)
+            out.append(model(data.X[at : at + batch]).argmax(1) == data.y[at : at + batch])
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+
+
+def accuracy(model: nn.Module, data: Tensors, *, threads: int, batch: int = 512) -> float:
+    """Share of `data` the model classifies right, in [0, 1]."""
+    return int(right(model, data, threads=threads, batch=batch).sum()) / max(len(data), 1)
 
 
 def mean_loss(model: nn.Module, data: Tensors, *, threads: int) -> float:
