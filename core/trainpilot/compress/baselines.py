@@ -16,14 +16,17 @@ the dense model, in one interleaved run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from trainpilot.compress.cycles import StepTimes, measure_steps
 from trainpilot.compress.deploy import Tuned, fine_tune
+from trainpilot.compress.drop_interval import DropInterval
 from trainpilot.compress.prune import MAX_SPARSITY, PrunedModel
 
 BISECTION_STEPS = 5  # 0.9 / 2^5: the ratio to within 0.03
+CONFIRMATIONS = 3  # ratios tried past the bisection's when its pick is not confirmed (at_target)
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,12 @@ class Row:
     name: str  # "agent" | "uniform" | "l1-global"
     speedup: float  # measured, in the final interleaved run
     accuracy: float  # test
-    accuracy_drop: float  # points
+    drop: DropInterval  # against the dense model, on the same test samples
     kept: dict[str, int]
+
+    @property
+    def accuracy_drop(self) -> float:  # points
+        return self.drop.drop
 
 
 def pruned_by(kind: str, evaluator: Any, ratio: float) -> PrunedModel:
@@ -66,24 +73,61 @@ def _relative_speed(evaluator: Any, reference: Any, model: Any, repeats: int) ->
     return times.speedup("candidate", base="reference")
 
 
-def match_speedup(kind: str, evaluator: Any, reference: Any, *, repeats: int) -> tuple[PrunedModel, Matched]:
-    """The smallest overall ratio of baseline `kind` whose measured step is at least as fast as
-    `reference`'s (the agent's model), or the largest ratio allowed when none is."""
+def _least_ratio(
+    kind: str, evaluator: Any, speed: Callable[[PrunedModel], float], needed: float
+) -> tuple[PrunedModel, float, float]:
+    """(model, its speed, ratio): bisection for the smallest overall ratio of baseline `kind` whose
+    `speed` is at least `needed`, or the largest ratio allowed when none is."""
     lo, hi = 0.0, MAX_SPARSITY
     found: tuple[PrunedModel, float, float] | None = None
     for _ in range(BISECTION_STEPS):
         mid = (lo + hi) / 2.0
         candidate = pruned_by(kind, evaluator, mid)
-        got = _relative_speed(evaluator, reference, candidate.model, repeats)
-        if got >= 1.0:
+        got = speed(candidate)
+        if got >= needed:
             hi, found = mid, (candidate, got, mid)
         else:
             lo = mid
     if found is None:
         candidate = pruned_by(kind, evaluator, MAX_SPARSITY)
-        found = (candidate, _relative_speed(evaluator, reference, candidate.model, repeats), MAX_SPARSITY)
-    model, got, ratio = found
+        found = (candidate, speed(candidate), MAX_SPARSITY)
+    return found
+
+
+def match_speedup(kind: str, evaluator: Any, reference: Any, *, repeats: int) -> tuple[PrunedModel, Matched]:
+    """The smallest overall ratio of baseline `kind` whose measured step is at least as fast as
+    `reference`'s (the agent's model), or the largest ratio allowed when none is."""
+    model, got, ratio = _least_ratio(
+        kind, evaluator, lambda p: _relative_speed(evaluator, reference, p.model, repeats), 1.0
+    )
     return model, Matched(kind, ratio, got)
+
+
+def at_target(kind: str, evaluator: Any, threshold: float, *, repeats: int) -> tuple[PrunedModel, float] | None:
+    """Baseline `kind` at the target speed: the smallest overall ratio whose speed-up over the dense
+    model on the target's cycles (evaluator.cycles: measured here, predicted for a described machine)
+    is at least `threshold` in two measurements, and the lower of the two; None when even the most
+    pruning allowed is slower.
+
+    Why two: the bisection keeps the first ratio measured fast enough, and on a noisy machine the
+    first measurement past a threshold is more often a lucky one (small_cnn / digits, batch 64: an L1
+    configuration bisected at 1.37x re-measured at 1.25x). A ratio that fails its confirmation gives
+    way to a third more of the pruning still allowed, up to CONFIRMATIONS times."""
+
+    def speedup(p: PrunedModel) -> float:
+        return evaluator.cycles(p.model, repeats).speedup("pruned")
+
+    model, got, ratio = _least_ratio(kind, evaluator, speedup, threshold)
+    for _ in range(CONFIRMATIONS):
+        if got < threshold:
+            return None
+        confirmed = min(got, speedup(model)) if not evaluator.target.is_described else got  # predictions are exact
+        if confirmed >= threshold:
+            return model, confirmed
+        ratio += (MAX_SPARSITY - ratio) / 3.0
+        model = pruned_by(kind, evaluator, ratio)
+        got = speedup(model)
+    return None
 
 
 def compare(report: Any, *, repeats: int, final_repeats: int) -> tuple[list[Row], StepTimes, list[Matched]]:
@@ -115,8 +159,5 @@ def compare(report: Any, *, repeats: int, final_repeats: int) -> tuple[list[Row]
         repeats=final_repeats,
         seed=cfg.seed,
     )
-    rows = [
-        Row(k, times.speedup(k), t.accuracy, (report.dense_accuracy - t.accuracy) * 100.0, dict(t.pruned.kept))
-        for k, t in tuned.items()
-    ]
+    rows = [Row(k, times.speedup(k), t.accuracy, report.drop_of(t), dict(t.pruned.kept)) for k, t in tuned.items()]
     return rows, times, matched

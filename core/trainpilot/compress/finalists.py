@@ -26,6 +26,11 @@ trust one search figure:
                 model (small_cnn / digits: a fine-tune costs a fraction of the search; measured:
                 docs/measurements.md#cited-in-the-code-compression) the search's noisy order should
                 not decide which few are compared
+    baselines   uniform and L1 configurations at the target speed (baselines.at_target) join
+                the finalists and get the same fine-tune, so the model deployed is the best on
+                validation of everything found, searched or not: on small_cnn, whose two prunable
+                layers leave little to allocate, uniform pruning at the target speed tested as
+                well as the search's best on every seed (docs/measurements.md#compresspy)
     choose      the lowest validation loss (cross-entropy), ties to the higher validation accuracy.
                 Why the loss: with 270 validation samples one sample is 0.37 points, and a model at
                 96 % makes ~10 mistakes there, so accuracy barely separates the finalists; the loss
@@ -42,7 +47,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trainpilot.compress.cycles import StepTimes, measure_steps
@@ -60,27 +65,37 @@ SHORTLIST = 12
 
 @dataclass(frozen=True)
 class Finalist:
-    evaluation: Evaluation  # as the search tried it
+    evaluation: Evaluation | None  # as the search tried it; None for a baseline
     # re-measured, interleaved with the dense model and the other finalists (grown: the growth's confirmation)
     speedup: float
     val_accuracy: float | None = None  # after the deployment fine-tune; None when not fine-tuned
     val_loss: float | None = None
     pruned: PrunedModel | None = None  # fine-tuned, with any channels grow.py gave back
+    kind: str = "agent"  # "agent": the search's; "uniform" | "l1-global": a baseline at the target speed
 
     @property
     def kept(self) -> dict[str, int]:
-        return dict(self.pruned.kept if self.pruned is not None else self.evaluation.kept)
+        if self.pruned is not None:
+            return dict(self.pruned.kept)
+        assert self.evaluation is not None  # a baseline always carries its model
+        return dict(self.evaluation.kept)
 
     @property
     def grown(self) -> bool:
-        return self.kept != dict(self.evaluation.kept)
+        return self.evaluation is not None and self.kept != dict(self.evaluation.kept)
+
+    @property
+    def tuned(self) -> bool:
+        return self.val_loss is not None
 
     def to_dict(self) -> dict[str, Any]:
+        e = self.evaluation
         return {
+            "kind": self.kind,
             "kept_channels": self.kept,
-            "search_kept_channels": dict(self.evaluation.kept),
-            "search_accuracy": self.evaluation.accuracy,
-            "search_speedup": self.evaluation.speedup,
+            "search_kept_channels": dict(e.kept) if e is not None else None,
+            "search_accuracy": e.accuracy if e is not None else None,
+            "search_speedup": e.speedup if e is not None else None,
             "speedup": self.speedup,
             "val_accuracy": self.val_accuracy,
             "val_loss": self.val_loss,
@@ -108,17 +123,20 @@ def choose(
     budget_s: float = 0.0,
     free_channels: bool = True,
     on_finalist: Callable[[Finalist], None] | None = None,
+    baselines: Sequence[Finalist] = (),
 ) -> tuple[Finalist | None, list[Finalist]]:
     """(the chosen finalist, every finalist considered). `tune` fine-tunes a pruned model in place
     and returns it (the deployment fine-tune); past `count` finalists, more are fine-tuned while
     growing and fine-tuning them took less than `budget_s` seconds so far; with `free_channels`
     each is grown first (grow.py); `evaluator` supplies the dense model, the pruning,
     the timing setup and the validation split. When none stays fast enough once re-measured, the
-    fastest is the one finalist; None when the search found no fast-enough configuration at all
-    (the caller falls back to search.best)."""
+    fastest is the one finalist. `baselines` (not fine-tuned yet, already at the target speed) are
+    each fine-tuned too and compared with the rest. None when there is nothing to compare: no
+    baseline, and no fast-enough configuration in the search (the caller falls back to search.best)."""
     candidates = shortlist(evaluations, target_speedup, max(count, SHORTLIST))
     if not candidates:
-        return None, []
+        tuned = _tuned_baselines(baselines, set(), evaluator, tune, on_finalist)
+        return _chosen(tuned, tuned)
     pruned = [evaluator.prune(e.sparsity) for e in candidates]
     if evaluator.target.is_described:  # predicted cycles: the search's figure is the figure, nothing to re-measure
         speedups = [e.speedup for e in candidates]
@@ -143,14 +161,7 @@ def choose(
             if key in configurations:  # another finalist grew into this configuration: fine-tuned already
                 continue
             configurations.add(key)
-            model = tune(start)
-            f = Finalist(
-                finalists[i].evaluation,
-                speedup,
-                accuracy(model.model, evaluator.val, threads=evaluator.threads),
-                val_loss(model.model, evaluator.val, threads=evaluator.threads),
-                model,
-            )
+            f = _validated(Finalist(finalists[i].evaluation, speedup, pruned=start), evaluator, tune)
             if not replaced:
                 finalists[i], replaced = f, True
                 done.append(i)
@@ -160,9 +171,49 @@ def choose(
             if on_finalist is not None:
                 on_finalist(f)
     tuned = [finalists[i] for i in done]
+    extra = _tuned_baselines(baselines, configurations, evaluator, tune, on_finalist)
+    return _chosen(tuned + extra, finalists + extra)
+
+
+def _validated(finalist: Finalist, evaluator: Any, tune: Callable[[PrunedModel], PrunedModel]) -> Finalist:
+    """`finalist` after the deployment fine-tune, scored on the validation split."""
+    assert finalist.pruned is not None
+    model = tune(finalist.pruned)
+    return replace(
+        finalist,
+        val_accuracy=accuracy(model.model, evaluator.val, threads=evaluator.threads),
+        val_loss=val_loss(model.model, evaluator.val, threads=evaluator.threads),
+        pruned=model,
+    )
+
+
+def _tuned_baselines(
+    baselines: Sequence[Finalist],
+    configurations: set[tuple[int, ...]],
+    evaluator: Any,
+    tune: Callable[[PrunedModel], PrunedModel],
+    on_finalist: Callable[[Finalist], None] | None,
+) -> list[Finalist]:
+    """Each baseline fine-tuned and validated, unless a finalist already is that configuration."""
+    out = []
+    for baseline in baselines:
+        key = tuple(baseline.kept.values())
+        if key in configurations:
+            continue
+        configurations.add(key)
+        out.append(_validated(baseline, evaluator, tune))
+        if on_finalist is not None:
+            on_finalist(out[-1])
+    return out
+
+
+def _chosen(tuned: list[Finalist], finalists: list[Finalist]) -> tuple[Finalist | None, list[Finalist]]:
+    """The lowest validation loss among the fine-tuned, ties to the higher validation accuracy."""
+    if not tuned:
+        return None, finalists
 
     def lowest_loss(f: Finalist) -> tuple[float, float | None]:
-        assert f.val_loss is not None  # every finalist in `done` was fine-tuned and validated
+        assert f.val_loss is not None  # every fine-tuned finalist was validated
         return -f.val_loss, f.val_accuracy
 
     return max(tuned, key=lowest_loss), finalists

@@ -193,3 +193,35 @@ def test_a_described_target_grows_no_second_start(world, monkeypatch) -> None:
     world.figures.update({(9, 13): dict(val=0.9, loss=0.1)})
     fin.choose([evaluation((9, 13), 0.95, 1.7)], count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3)
     assert seen == [(9, 13)]
+
+
+def baseline(kind: str, kept: tuple[int, int], speedup: float) -> fin.Finalist:
+    model = Tagged(kept)
+    return fin.Finalist(None, speedup, pruned=PrunedModel(model, {}, {"a": kept[0], "b": kept[1]}), kind=kind)
+
+
+def test_baselines_at_the_target_speed_are_fine_tuned_and_can_win(world) -> None:
+    evals = [evaluation((7, 14), 0.94, 1.80), evaluation((5, 10), 0.92, 2.00)]
+    world.figures.update({(7, 14): dict(speedup=1.70, val=0.90, loss=0.3), (5, 10): dict(speedup=2.0, val=0.91, loss=0.25),
+                          (8, 16): dict(val=0.93, loss=0.2), (6, 20): dict(val=0.92, loss=0.22)})
+    chosen, finalists = fin.choose(evals, count=3, target_speedup=1.5, evaluator=world.evaluator, tune=world.tune, repeats=3,
+                                   baselines=[baseline("uniform", (8, 16), 1.6), baseline("l1-global", (6, 20), 1.6)])
+    assert world.tuned == [(7, 14), (5, 10), (8, 16), (6, 20)]  # the same fine-tune for every finalist
+    assert chosen.kind == "uniform" and chosen.evaluation is None and chosen.kept == {"a": 8, "b": 16}
+    assert [f.kind for f in finalists] == ["agent", "agent", "uniform", "l1-global"]
+    assert finalists[2].to_dict()["search_kept_channels"] is None and finalists[2].to_dict()["kind"] == "uniform"
+
+
+def test_a_baseline_the_search_found_too_is_fine_tuned_once(world) -> None:
+    world.figures.update({(8, 16): dict(speedup=1.70, val=0.93, loss=0.2)})
+    chosen, finalists = fin.choose([evaluation((8, 16), 0.95, 1.80)], count=3, target_speedup=1.5, evaluator=world.evaluator,
+                                   tune=world.tune, repeats=3, baselines=[baseline("uniform", (8, 16), 1.6)])
+    assert world.tuned == [(8, 16)] and chosen.kind == "agent" and [f.kind for f in finalists] == ["agent"]
+
+
+def test_with_nothing_fast_enough_in_the_search_the_baselines_are_compared(world) -> None:
+    world.figures.update({(8, 16): dict(val=0.93, loss=0.2), (6, 20): dict(val=0.92, loss=0.1)})
+    chosen, finalists = fin.choose([evaluation((12, 24), 0.95, 1.2)], count=3, target_speedup=1.5, evaluator=world.evaluator,
+                                   tune=world.tune, repeats=3,
+                                   baselines=[baseline("uniform", (8, 16), 1.6), baseline("l1-global", (6, 20), 1.6)])
+    assert chosen.kind == "l1-global" and [f.kind for f in finalists] == ["uniform", "l1-global"]
