@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
+from trainpilot.compress.drop_interval import DropInterval
 from trainpilot.compress.evaluate import Evaluation
 from trainpilot.compress.layers import LayerInfo
 
@@ -35,8 +36,24 @@ class EpisodeEvaluated:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """Something the user should know now, not only in the final report (it is in its notes too)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Tested:
+    """The configuration chosen for deployment, scored on the test split against the dense model."""
+
+    kind: str  # "agent" | "uniform" | "l1-global" (finalists.Finalist.kind)
+    accuracy: float
+    drop: DropInterval
+
+
+@dataclass(frozen=True)
 class CompressionFinished:
     report: Any  # job.CompressionReport
 
 
-CompressionEvent = Union[StageStarted, DenseTrained, EpisodeEvaluated, CompressionFinished]
+CompressionEvent = Union[StageStarted, DenseTrained, EpisodeEvaluated, Notice, Tested, CompressionFinished]

@@ -6,10 +6,15 @@ compression view run.
     search    TD3 episodes over the gymnasium env: each one a real prune, short fine-tune, held-out
               accuracy (validation split) and cycles
     deploy    the search's finalists re-measured, given back the channels the target does not charge
-              for (grow.py), and each given the deployment fine-tune, the one
-              most accurate on the validation split chosen (finalists.py), tested on the test split
-              (never seen by the search or the choice), re-measured interleaved with the dense
-              model, exported only when both thresholds hold
+              for (grow.py), joined by uniform and L1 pruning at the target speed (baselines.py),
+              and each given the deployment fine-tune, the one with the lowest loss on the
+              validation split chosen (finalists.py), tested on the test split (never seen by the
+              search or the choice) with the drop's paired interval (drop_interval.py),
+              re-measured interleaved with the dense model, exported only when both thresholds
+              hold by the deployment rule (deploy.DEPLOY_RULES)
+
+Before the search, a test split too small to resolve the allowed drop is said in one line
+(drop_interval.resolution), and the job goes on.
 
 Progress goes to `on_event` (events.py) from the calling thread; `stop` (a threading.Event set by
 another thread) ends the search after the current episode.
@@ -20,15 +25,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from trainpilot.compress import events as ev
+from trainpilot.compress.baselines import at_target
 from trainpilot.compress.budget import Budget, budget_for
 from trainpilot.compress.cycles import StepTimes
 from trainpilot.compress.deploy import (
+    DEPLOY_RULES,
     Tuned,
     Verdict,
     coremltools_installed,
@@ -38,13 +45,15 @@ from trainpilot.compress.deploy import (
     plan_document,
     predicted_on,
     remeasure,
+    tested,
 )
+from trainpilot.compress.drop_interval import DropInterval, Resolution, paired_drop, resolution
 from trainpilot.compress.env import DEFAULT_MAX_SPARSITY, CompressionEnv
 from trainpilot.compress.evaluate import Evaluation, Evaluator
 from trainpilot.compress.finalists import Finalist, choose
-from trainpilot.compress.finetune import LEARNING_RATE, accuracy, tensors, train_steps
+from trainpilot.compress.finetune import LEARNING_RATE, accuracy, right, tensors, train_steps
 from trainpilot.compress.layers import LayerInfo
-from trainpilot.compress.search import best, run_search
+from trainpilot.compress.search import SPEED_MARGIN, best, run_search
 from trainpilot.compress.target import CompressionTarget, resolve_compression_target
 from trainpilot.errors import DatasetError
 
@@ -79,6 +88,8 @@ class CompressConfig:
         3  # at least this many configurations get the deployment fine-tune, compared on validation (finalists.py)
     )
     free_channels: bool = True  # each finalist first takes back the channels its target does not charge for (grow.py)
+    baseline_finalists: bool = True  # uniform and L1 pruning at the target speed are finalists too (finalists.py)
+    deploy_rule: str = "point"  # deploy.DEPLOY_RULES: the measured drop within the limit, or its interval's upper end
     max_sparsity: float = DEFAULT_MAX_SPARSITY
     out: str | None = None  # export directory (default: the data directory's compressed/)
     export: bool = True
@@ -97,6 +108,13 @@ class CompressConfig:
             )
         if not self.max_accuracy_drop >= 0.0:
             out.append(f"--max-accuracy-drop must be 0 or more points, got {self.max_accuracy_drop:g}")
+        if self.deploy_rule not in DEPLOY_RULES:
+            out.append(f"--deploy-rule must be one of {', '.join(DEPLOY_RULES)}, got {self.deploy_rule!r}")
+        elif self.deploy_rule == "confident" and self.max_accuracy_drop == 0.0:
+            out.append(
+                "--deploy-rule confident needs --max-accuracy-drop above 0: no interval on a finite test split"
+                " has its upper end at 0 points"
+            )
         if not self.search_seconds >= 0.0:
             out.append(f"--search-seconds must be 0 or more, got {self.search_seconds:g}")
         if self.episodes < 1:
@@ -129,7 +147,7 @@ class CompressionReport:
     budget: Budget
     evaluations: list[Evaluation]
     search_seconds: float
-    chosen: Evaluation | None
+    chosen: Evaluation | None  # the search's configuration deployed (None: a baseline was, or nothing)
     finalists: list[Finalist]
     tuned: Tuned | None
     measured: StepTimes | None  # dense vs deployed, this machine, interleaved
@@ -139,18 +157,27 @@ class CompressionReport:
     params_dense: int
     total_seconds: float
     notes: list[str] = field(default_factory=list)
+    chosen_kind: str | None = None  # "agent" | "uniform" | "l1-global": which kind of finalist was deployed
+    resolution: Resolution | None = None  # can the test split resolve the allowed drop (None: a limit of 0)
     dense_model: Any = None  # kept for baselines and benchmarks; not in to_dict
     evaluator: Any = None
     test_data: Any = None  # finetune.Tensors of the test split
+    dense_right: Any = None  # which test samples the dense model classifies right (a bool tensor)
 
     @property
     def deployed(self) -> bool:
         return self.verdict.deployed
 
+    def drop_of(self, tuned: Tuned) -> DropInterval:
+        """`tuned`'s accuracy drop from the dense model, with its paired interval (same test samples)."""
+        assert tuned.right is not None, "scored with deploy.tested"
+        return paired_drop(self.dense_right, tuned.right)
+
     def to_dict(self) -> dict[str, Any]:
         sparsity = self.tuned.pruned.sparsity if self.tuned else {}
         kept = self.tuned.pruned.kept if self.tuned else {}
         m = self.measured
+        drop = self.verdict.interval
         return {
             "model": self.model_name,
             "dataset": self.dataset,
@@ -176,7 +203,15 @@ class CompressionReport:
             "accuracy_dense": self.dense_accuracy,
             "accuracy_pruned": self.tuned.accuracy if self.tuned else None,
             "accuracy_drop": self.verdict.accuracy_drop,
+            "accuracy_drop_low": drop.low if drop else None,
+            "accuracy_drop_high": drop.high if drop else None,
+            "accuracy_drop_confidence": drop.confidence if drop else None,
+            # how sure the drop is within max_accuracy_drop (the one-sided level whose upper end is the limit)
+            "accuracy_drop_within_limit": drop.within(self.config.max_accuracy_drop) if drop else None,
+            "test_samples_lost": drop.lost if drop else None,
+            "test_samples_gained": drop.gained if drop else None,
             "accuracy_split": "test",
+            "resolution": self.resolution.to_dict() if self.resolution else None,
             "params_dense": self.params_dense,
             "params_pruned": self.tuned.pruned.params if self.tuned else None,
             "training": self.budget.to_dict(),
@@ -192,7 +227,9 @@ class CompressionReport:
             },
             "target_speedup": self.config.target_speedup,
             "max_accuracy_drop": self.config.max_accuracy_drop,
+            "deploy_rule": self.verdict.rule,
             "deployed": self.verdict.deployed,
+            "chosen_kind": self.chosen_kind,
             "reason": self.verdict.reason,
             "exported": self.verdict.exported,
             "search": {
@@ -280,6 +317,10 @@ def run_compression(
     else:
         threads, why = what.plan_threads(timing_batch)
     train, val, test = tensors(train_set), tensors(val_set), tensors(test_set)
+    resolved = resolution(len(test), config.max_accuracy_drop)
+    if resolved is not None and not resolved.resolved:
+        notes.append(resolved.warning())
+        say(ev.Notice(resolved.warning()))
     budget = budget_for(
         len(train), config.batch_size, dense_epochs=config.dense_epochs, deploy_epochs=config.deploy_epochs
     )
@@ -293,7 +334,8 @@ def run_compression(
     )
     t0 = time.perf_counter()
     train_dense(dense, train, steps=budget.dense_steps, batch=config.batch_size, seed=config.seed, threads=threads)
-    dense_val, dense_test = accuracy(dense, val, threads=threads), accuracy(dense, test, threads=threads)
+    dense_right = right(dense, test, threads=threads)
+    dense_val, dense_test = accuracy(dense, val, threads=threads), int(dense_right.sum()) / len(test)
     say(ev.DenseTrained(dense_val, dense_test, time.perf_counter() - t0, threads, why, layers.prunable))
 
     evaluator = Evaluator(
@@ -331,9 +373,15 @@ def run_compression(
     tuned = measured = target_times = None
     finalists: list[Finalist] = []
     predicted: dict[str, StepTimes] = {}
+    chosen_kind: str | None = None
     if chosen is None or (stop is not None and stop.is_set()):
         verdict = Verdict(
-            False, "not deployed: the search was stopped before it finished", 0.0, 0.0, target.cycles_label
+            False,
+            "not deployed: the search was stopped before it finished",
+            0.0,
+            0.0,
+            target.cycles_label,
+            rule=config.deploy_rule,
         )
     else:
 
@@ -357,6 +405,7 @@ def run_compression(
                 " choosing on validation",
             )
         )
+        baselines = _baselines_at_target(config, evaluator, notes, say) if config.baseline_finalists else []
         final, finalists = choose(
             evaluations,
             count=config.finalists,
@@ -366,22 +415,19 @@ def run_compression(
             repeats=config.deploy_repeats,
             budget_s=search_seconds,
             free_channels=config.free_channels,
+            baselines=baselines,
         )
         if final is not None:
-            chosen, pruned = final.evaluation, final.pruned
+            chosen, pruned, chosen_kind = final.evaluation, final.pruned, final.kind
             assert pruned is not None  # choose() picks among the fine-tuned finalists
         else:  # nothing was fast enough in the search: its most rewarded configuration, for the verdict to judge
-            pruned = tune(evaluator.prune(chosen.sparsity))
-        grown = (
-            f" grown to {'/'.join(map(str, final.kept.values()))} channels" if final is not None and final.grown else ""
-        )
-        say(
-            ev.StageStarted(
-                "deploy", f"deploying episode {evaluations.index(chosen) + 1}'s configuration{grown}, re-measuring"
-            )
-        )
+            pruned, chosen_kind = tune(evaluator.prune(chosen.sparsity)), "agent"
+        say(ev.StageStarted("deploy", f"deploying {_deployed_text(final, chosen, evaluations)}, re-measuring"))
         # the test split, read once, after every choice
-        tuned = Tuned(pruned, accuracy(pruned.model, test, threads=threads))
+        tuned = tested(pruned, test, threads=threads)
+        drop = paired_drop(dense_right, tuned.right) if tuned.right is not None else None
+        assert drop is not None
+        say(ev.Tested(chosen_kind, tuned.accuracy, drop))
         measured = remeasure(
             dense,
             {"pruned": tuned.pruned.model},
@@ -395,12 +441,12 @@ def run_compression(
         predicted = predicted_on(machines, dense, tuned.pruned.model, shape, classes, timing_batch)
         target_times = predicted[config.hardware] if target.is_described and config.hardware else measured
         verdict = judge(
-            dense_test,
-            tuned,
+            drop,
             target_times.speedup("pruned"),
             target_times.label,
             max_drop=config.max_accuracy_drop,
             target_speedup=config.target_speedup,
+            rule=config.deploy_rule,
         )
         if verdict.deployed and config.export:
             mlpackage = target.is_apple and coremltools_installed()
@@ -409,6 +455,9 @@ def run_compression(
             figures = {
                 "accuracy_dense": dense_test,
                 "accuracy_pruned": tuned.accuracy,
+                **drop.to_dict(),
+                "deploy_rule": config.deploy_rule,
+                "chosen_kind": chosen_kind,
                 "speedup_measured": measured.speedup("pruned"),
                 "step_time_dense_s": measured.seconds["dense"],
                 "step_time_pruned_s": measured.seconds["pruned"],
@@ -419,14 +468,7 @@ def run_compression(
             document = plan_document(what.model_document, shape, classes, tuned, figures)
             say(ev.StageStarted("export", "exporting the deployed model"))
             out = config.out or _default_out(what.name)
-            verdict = Verdict(
-                True,
-                verdict.reason,
-                verdict.accuracy_drop,
-                verdict.speedup,
-                verdict.speedup_label,
-                export(out, tuned, document, shape, mlpackage=mlpackage),
-            )
+            verdict = replace(verdict, exported=export(out, tuned, document, shape, mlpackage=mlpackage))
     report = CompressionReport(
         config=config,
         target=target,
@@ -451,12 +493,45 @@ def run_compression(
         params_dense=layers.total_params,
         total_seconds=time.perf_counter() - started,
         notes=notes,
+        chosen_kind=chosen_kind,
+        resolution=resolved,
         dense_model=dense,
         evaluator=evaluator,
         test_data=test,
+        dense_right=dense_right,
     )
     say(ev.CompressionFinished(report))
     return report
+
+
+BASELINE_KINDS = ("uniform", "l1-global")
+
+
+def _baselines_at_target(
+    config: CompressConfig, evaluator: Evaluator, notes: list[str], say: Callable[[Any], None]
+) -> list[Finalist]:
+    """Uniform and L1 pruning at the target speed (x SPEED_MARGIN, as every finalist must clear),
+    each a finalist not yet fine-tuned; a kind that cannot get that fast here is left out, with a note."""
+    threshold = config.target_speedup * SPEED_MARGIN
+    say(ev.StageStarted("deploy", f"finding uniform and L1 pruning at {threshold:.2f}x (bisection on their ratio)"))
+    out = []
+    for kind in BASELINE_KINDS:
+        found = at_target(kind, evaluator, threshold, repeats=config.deploy_repeats)
+        if found is None:
+            notes.append(f"{kind} pruning does not reach {threshold:.2f}x here even at the most pruning allowed")
+            continue
+        model, speedup = found
+        out.append(Finalist(None, speedup, pruned=model, kind=kind))
+    return out
+
+
+def _deployed_text(final: Finalist | None, chosen: Evaluation | None, evaluations: list[Evaluation]) -> str:
+    kept = "/".join(map(str, final.kept.values())) if final is not None else ""
+    if final is not None and final.evaluation is None:
+        return f"{final.kind} pruning at the target speed ({kept} channels; lowest validation loss)"
+    grown = f" grown to {kept} channels" if final is not None and final.grown else ""
+    assert chosen is not None  # the search's configuration, chosen or its most rewarded
+    return f"episode {evaluations.index(chosen) + 1}'s configuration{grown}"
 
 
 @dataclass(frozen=True)
