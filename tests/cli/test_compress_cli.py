@@ -39,6 +39,7 @@ def _error_line(result) -> str:  # type: ignore[no-untyped-def]
     (["--target-speedup", "0.5"], 2, "--target-speedup must be above 1"),
     (["--max-accuracy-drop", "-1"], 2, "--max-accuracy-drop must be 0 or more"),
     (["--episodes", "0"], 2, "--episodes must be at least 1"),
+    (["--deploy-rule", "lucky"], 2, "--deploy-rule must be one of point, confident"),
     (["--hardware", "pdp-11"], 1, "no hardware profile named 'pdp-11'"),
     (["--model", "rnn"], 1, "recurrent layers (LSTM)"),
 ])
@@ -65,10 +66,28 @@ def test_not_deployed_prints_json_and_exits_1(data_dir, tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)
     for key in ("layers", "step_time_dense_s", "step_time_pruned_s", "speedup_measured", "accuracy_dense", "accuracy_pruned",
-                "accuracy_drop", "deployed", "predicted", "reason", "target"):
+                "accuracy_drop", "accuracy_drop_low", "accuracy_drop_high", "accuracy_drop_within_limit", "test_samples_lost",
+                "test_samples_gained", "resolution", "deploy_rule", "chosen_kind", "deployed", "predicted", "reason", "target"):
         assert key in data, key
+    assert data["accuracy_drop_low"] <= data["accuracy_drop"] <= data["accuracy_drop_high"] and data["deploy_rule"] == "point"
     assert data["deployed"] is False and data["target"]["cycles"] == "measured"
     assert set(data["predicted"]) == {"apple-m2", "linux-cuda-rtx4090"}
     assert all(p["label"] == "predicted" for p in data["predicted"].values())
     assert all("sparsity" in l and "kept_channels" in l for l in data["layers"])
     assert "below the target 50x" in _error_line(result) and not out.exists()
+
+
+def test_progress_says_the_split_is_too_small_before_searching_and_the_drop_with_its_interval(data_dir, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["headless", "compress", "-d", str(data_dir), "--threads", "1", "--episodes", "2", "--dense-epochs", "1",
+                                 "--finetune-steps", "2", "--deploy-epochs", "0.5", "--search-seconds", "0", "--finalists", "1",
+                                 "--no-baseline-finalists", "--target-speedup", "1.05", "--max-accuracy-drop", "1",
+                                 "--deploy-rule", "confident", "--out", str(tmp_path / "out")])
+    flat = " ".join(result.stderr.split())  # progress lines wrap at the console's width
+    assert flat.index("too small to resolve a 1-point drop: with 60 test samples") < flat.index("episode")
+    tested = flat[flat.index("tested agent: test"):]
+    assert tested.index("95% interval") < tested.index("gained of 60)") < tested.index("error:")
+    # 60 samples cannot bring a drop's upper end under 1 point: the confident rule never deploys here
+    assert result.exit_code == 1 and not (tmp_path / "out").exists()
+    assert "95% interval" in flat[flat.index("error:"):]
+    summary = " ".join(result.stdout.split())
+    assert "paired interval" in summary and "(deployment rule: confident)" in summary

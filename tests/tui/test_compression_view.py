@@ -29,7 +29,7 @@ def tiny(dataset, **kw):  # type: ignore[no-untyped-def]
 
 
 async def test_the_view_follows_a_real_job_at_80x24(dataset) -> None:  # type: ignore[no-untyped-def]
-    app = CompressionApp(tiny(dataset))
+    app = CompressionApp(tiny(dataset, max_accuracy_drop=5.0))  # 60 test samples cannot resolve 5 points
     async with app.run_test(size=SIZE) as pilot:
         view = app.screen_view
         await wait_until(pilot, lambda: view.report is not None or view.problem is not None, timeout=120, what="the job to finish")
@@ -42,6 +42,11 @@ async def test_the_view_follows_a_real_job_at_80x24(dataset) -> None:  # type: i
         assert tuple(b.kept for b in bars.rows) == tuple(view.report.tuned.pruned.kept.values())
         verdict = str(view.query_one("#verdict").render())
         assert ("deployed" in verdict) and "predicted: apple-m2" in verdict
+        data = view.report.to_dict()
+        assert f"{data['accuracy_drop_low']:.2f} to {data['accuracy_drop_high']:.2f}" in verdict
+        assert f"{data['chosen_kind']} configuration, point rule" in verdict
+        notice = view.query_one("#notice")
+        assert notice.display and "too small to resolve a 5-point drop: with 60 test samples" in str(notice.render())
         assert "accuracy vs measured speed-up (3 tried)" in str(chart.render())
         # the job's thread posts its report, then returns: its worker finishes a moment later
         await wait_until(pilot, lambda: all(w.is_finished for w in view.workers), timeout=10, what="the job's worker to end")

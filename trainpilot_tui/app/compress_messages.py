@@ -28,6 +28,14 @@ class CompressionEpisodeEvaluated(CompressionMessage):
     event: ev.EpisodeEvaluated
 
 
+class CompressionNoticed(CompressionMessage):
+    event: ev.Notice
+
+
+class DeploymentTested(CompressionMessage):
+    event: ev.Tested
+
+
 class CompressionFinished(CompressionMessage):
     event: ev.CompressionFinished
 
@@ -44,6 +52,8 @@ _BY_EVENT = {
     ev.StageStarted: CompressionStageStarted,
     ev.DenseTrained: DenseModelTrained,
     ev.EpisodeEvaluated: CompressionEpisodeEvaluated,
+    ev.Notice: CompressionNoticed,
+    ev.Tested: DeploymentTested,
     ev.CompressionFinished: CompressionFinished,
 }
 

@@ -38,6 +38,8 @@ def compress_command(
     finetune_steps: int = typer.Option(100, "--finetune-steps", help="Fine-tuning steps after each pruning in the search (the reward's short fine-tune)."),
     deploy_epochs: Optional[float] = typer.Option(None, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model and the baselines. Default: half the dense model's steps."),
     finalists: int = typer.Option(3, "--finalists", help="At least this many of the search's best configurations get the deployment fine-tune (more while that costs less than the search did); the one with the lowest validation loss is deployed."),
+    baseline_finalists: bool = typer.Option(True, "--baseline-finalists/--no-baseline-finalists", help="Uniform pruning and L1-magnitude pruning at the target speed join the finalists and get the same fine-tune, so the model deployed is the best on validation of everything found; the report says which kind won."),
+    deploy_rule: str = typer.Option("point", "--deploy-rule", help="How the test split's accuracy drop is read. point: deploy when the measured drop is within --max-accuracy-drop, and say how sure that is. confident: deploy only when the upper end of the drop's 95% paired interval is within it (on a small test split, rarely)."),
     free_channels: bool = typer.Option(True, "--free-channels/--no-free-channels", help="Before its fine-tune, give each finalist back the channels the target does not charge for: per layer, the most that keep the measured speed-up at the target (step time falls in steps, not channel by channel)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Export directory for the deployed model (must not exist; default: TrainPilot's data directory/compressed/)."),
@@ -61,7 +63,8 @@ def compress_command(
         model={"name": name, "layers": layers} if layers else name, dataset=dataset, job=job,
         target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes, search_seconds=search_seconds,
         threads=threads, batch_size=batch_size, timing_batch=timing_batch, dense_epochs=dense_epochs, finetune_steps=finetune_steps, deploy_epochs=deploy_epochs,
-        finalists=finalists, free_channels=free_channels, out=out, seed=seed,
+        finalists=finalists, free_channels=free_channels, baseline_finalists=baseline_finalists, deploy_rule=deploy_rule,
+        out=out, seed=seed,
     )
     problems = config.problems()
     if problems:
@@ -94,6 +97,10 @@ class _Progress:
             self.console.print(f"[bold]{event.stage:>9}[/] {event.text}")
         elif isinstance(event, ev.DenseTrained):
             self.console.print(f"[bold]    dense[/] validation {event.val_accuracy:.1%}, test {event.test_accuracy:.1%} in {event.seconds:.1f}s; threads: {event.threads} ({event.threads_reason})")
+        elif isinstance(event, ev.Notice):
+            self.console.print(f"[yellow]note:[/] {event.text}", highlight=False)
+        elif isinstance(event, ev.Tested):
+            self.console.print(f"[bold]   tested[/] {event.kind}: test {event.accuracy:.1%}, drop {event.drop.text()}", highlight=False)
         elif isinstance(event, ev.EpisodeEvaluated):
             e = event.evaluation
             kept = " ".join(str(v) for v in e.kept.values())
@@ -120,7 +127,10 @@ def _print_summary(result: dict[str, Any]) -> None:
     for name, p in result["predicted"].items():
         console.print(f"  {name}: {p['speedup']:.2f}x predicted ({p['where']})")
     if result["accuracy_pruned"] is not None:
-        console.print(f"accuracy (test): dense {result['accuracy_dense']:.1%}, pruned {result['accuracy_pruned']:.1%}, drop {result['accuracy_drop']:.2f} points")
+        console.print(f"accuracy (test): dense {result['accuracy_dense']:.1%}, pruned {result['accuracy_pruned']:.1%}, drop {result['accuracy_drop']:.2f} points"
+                      f" ({result['accuracy_drop_confidence']:.0%} paired interval {result['accuracy_drop_low']:.2f} to {result['accuracy_drop_high']:.2f};"
+                      f" {result['test_samples_lost']} lost, {result['test_samples_gained']} gained of {result['samples']['test']})")
+        console.print(f"{'deployed' if result['deployed'] else 'chosen'} configuration: {result['chosen_kind']} (deployment rule: {result['deploy_rule']})")
     console.print(result["reason"])
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {note}")

@@ -55,6 +55,7 @@ class CompressionScreen(Screen[None]):
         yield Static(f"[b]Compression[/b] {model} on {dataset} for {where}:"
                      f" >= {self.config.target_speedup:g}x at <= {self.config.max_accuracy_drop:g} pt", id="title")
         yield Static("starting", id="status")
+        yield Static("", id="notice")
         with Horizontal(id="panels"):
             yield SparsityBars(id="bars")
             yield TradeoffChart(id="chart")
@@ -91,6 +92,15 @@ class CompressionScreen(Screen[None]):
         self.query_one(SparsityBars).rows = tuple(LayerBar(l.name, l.kind, l.out_channels, l.out_channels) for l in e.layers)
         self._status(f"[b]dense[/b] validation {e.val_accuracy:.1%}, test {e.test_accuracy:.1%}; {e.threads} thread(s)")
 
+    def on_compression_noticed(self, message: cm.CompressionNoticed) -> None:
+        notice = self.query_one("#notice", Static)
+        notice.update(f"[b]note[/b]: {message.event.text}")
+        notice.add_class("shown")
+
+    def on_deployment_tested(self, message: cm.DeploymentTested) -> None:
+        e = message.event
+        self._status(f"[b]tested[/b] {e.kind}: test {e.accuracy:.1%}, drop {e.drop.text()}")
+
     def on_compression_episode_evaluated(self, message: cm.CompressionEpisodeEvaluated) -> None:
         e, evaluation = message.event, message.event.evaluation
         chart = self.query_one(TradeoffChart)
@@ -114,6 +124,10 @@ class CompressionScreen(Screen[None]):
         if data["speedup_measured"] is not None:
             lines.append(f"measured {data['speedup_measured']:.2f}x ({data['step_time_dense_s'] * 1e3:.1f} -> {data['step_time_pruned_s'] * 1e3:.1f} ms),"
                          f" test accuracy {data['accuracy_dense']:.1%} -> {data['accuracy_pruned']:.1%}")
+            lines.append(f"drop {data['accuracy_drop']:.2f} pt, {data['accuracy_drop_confidence']:.0%} interval"
+                         f" {data['accuracy_drop_low']:.2f} to {data['accuracy_drop_high']:.2f}"
+                         f" ({data['test_samples_lost']} lost, {data['test_samples_gained']} gained of {data['samples']['test']});"
+                         f" {data['chosen_kind']} configuration, {data['deploy_rule']} rule")
             lines.append("predicted: " + ", ".join(f"{name} {p['speedup']:.2f}x" for name, p in data["predicted"].items()))
         self.query_one("#verdict", Static).update("\n".join(lines))
         self._status(f"[b]done[/b] {len(report.evaluations)} episodes in {report.search_seconds:.0f}s of search")
