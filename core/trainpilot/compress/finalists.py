@@ -136,7 +136,7 @@ def choose(
     candidates = shortlist(evaluations, target_speedup, max(count, SHORTLIST))
     if not candidates:
         tuned = _tuned_baselines(baselines, set(), evaluator, tune, on_finalist)
-        return _chosen(tuned, tuned)
+        return _chosen(tuned, tuned, target_speedup * SPEED_MARGIN)
     pruned = [evaluator.prune(e.sparsity) for e in candidates]
     if evaluator.target.is_described:  # predicted cycles: the search's figure is the figure, nothing to re-measure
         speedups = [e.speedup for e in candidates]
@@ -172,7 +172,7 @@ def choose(
                 on_finalist(f)
     tuned = [finalists[i] for i in done]
     extra = _tuned_baselines(baselines, configurations, evaluator, tune, on_finalist)
-    return _chosen(tuned + extra, finalists + extra)
+    return _chosen(tuned + extra, finalists + extra, target_speedup * SPEED_MARGIN)
 
 
 def _validated(finalist: Finalist, evaluator: Any, tune: Callable[[PrunedModel], PrunedModel]) -> Finalist:
@@ -207,8 +207,15 @@ def _tuned_baselines(
     return out
 
 
-def _chosen(tuned: list[Finalist], finalists: list[Finalist]) -> tuple[Finalist | None, list[Finalist]]:
-    """The lowest validation loss among the fine-tuned, ties to the higher validation accuracy."""
+def _chosen(
+    tuned: list[Finalist], finalists: list[Finalist], threshold: float
+) -> tuple[Finalist | None, list[Finalist]]:
+    """The lowest validation loss among the fine-tuned, ties to the higher validation accuracy; only
+    among those at `threshold` when any is (the search's fastest, kept as its one chance when none of
+    its configurations stayed fast enough, must not beat a baseline that is: measured on small_cnn /
+    digits, 13/12 channels re-measured at 1.19x had the lowest loss against baselines at 1.38-1.43x)."""
+    fast = [f for f in tuned if f.speedup >= threshold]
+    tuned = fast or tuned
     if not tuned:
         return None, finalists
 

@@ -225,3 +225,10 @@ def test_with_nothing_fast_enough_in_the_search_the_baselines_are_compared(world
                                    tune=world.tune, repeats=3,
                                    baselines=[baseline("uniform", (8, 16), 1.6), baseline("l1-global", (6, 20), 1.6)])
     assert chosen.kind == "l1-global" and [f.kind for f in finalists] == ["uniform", "l1-global"]
+
+
+def test_a_search_finalist_kept_only_as_the_fastest_does_not_beat_a_baseline_at_the_target(world) -> None:
+    world.figures.update({(12, 24): dict(speedup=1.2, val=0.97, loss=0.05), (4, 4): dict(val=0.93, loss=0.2)})
+    chosen, finalists = fin.choose([evaluation((12, 24), 0.95, 1.6)], count=3, target_speedup=1.5, evaluator=world.evaluator,
+                                   tune=world.tune, repeats=3, baselines=[baseline("l1-global", (4, 4), 1.6)])
+    assert world.tuned == [(12, 24), (4, 4)] and chosen.kind == "l1-global"  # 12/24 re-measured at 1.2x: too slow
