@@ -83,7 +83,7 @@ def test_progress_says_the_split_is_too_small_before_searching_and_the_drop_with
                                  "--no-baseline-finalists", "--target-speedup", "1.05", "--max-accuracy-drop", "1",
                                  "--deploy-rule", "confident", "--out", str(tmp_path / "out")])
     flat = " ".join(result.stderr.split())  # progress lines wrap at the console's width
-    assert flat.index("too small to resolve a 1-point drop: with 60 test samples") < flat.index("episode")
+    assert flat.index("too small to resolve a 1-point drop: on 60 test samples") < flat.index("episode")
     tested = flat[flat.index("tested agent: test"):]
     assert tested.index("95% interval") < tested.index("gained of 60)") < tested.index("error:")
     # 60 samples cannot bring a drop's upper end under 1 point: the confident rule never deploys here

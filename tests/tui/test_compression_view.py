@@ -43,10 +43,10 @@ async def test_the_view_follows_a_real_job_at_80x24(dataset) -> None:  # type: i
         verdict = str(view.query_one("#verdict").render())
         assert ("deployed" in verdict) and "predicted: apple-m2" in verdict
         data = view.report.to_dict()
-        assert f"{data['accuracy_drop_low']:.2f} to {data['accuracy_drop_high']:.2f}" in verdict
-        assert f"{data['chosen_kind']} configuration, point rule" in verdict
+        assert f"[{data['accuracy_drop_low']:.2f}, {data['accuracy_drop_high']:.2f}] 95%" in verdict
+        assert f"{data['chosen_kind']}, point rule" in verdict
         notice = view.query_one("#notice")
-        assert notice.display and "too small to resolve a 5-point drop: with 60 test samples" in str(notice.render())
+        assert notice.display and "too small to resolve a 5-point drop: on 60 test samples" in str(notice.render())
         assert "accuracy vs measured speed-up (3 tried)" in str(chart.render())
         # the job's thread posts its report, then returns: its worker finishes a moment later
         await wait_until(pilot, lambda: all(w.is_finished for w in view.workers), timeout=10, what="the job's worker to end")

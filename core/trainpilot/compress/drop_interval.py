@@ -112,10 +112,9 @@ class Resolution:
 
     def warning(self) -> str:
         return (
-            f"the test split is too small to resolve a {self.limit:g}-point drop: with {self.samples} test samples"
-            f" a drop of exactly {self.limit:g} points comes with a {CONFIDENCE:.0%} interval of"
-            f" ±{self.half_width:.2f} points even if every changed prediction were a loss; about"
-            f" {self.samples_needed} test samples would resolve it (going on)"
+            f"the test split is too small to resolve a {self.limit:g}-point drop: on {self.samples} test samples"
+            f" a {self.limit:g}-point drop has a {CONFIDENCE:.0%} interval of ±{self.half_width:.2f} points"
+            f" even if every changed prediction is a loss; about {self.samples_needed} would resolve it (going on)"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -96,7 +96,7 @@ def test_a_baseline_that_wins_the_finalists_is_deployed_and_named(demo_small, mo
     # 90 test samples cannot resolve a 2-point drop: said before the search, and kept in the notes
     notice = next(i for i, e in enumerate(seen) if isinstance(e, ev.Notice))
     assert notice < next(i for i, e in enumerate(seen) if isinstance(e, ev.StageStarted) and e.stage == "search")
-    assert "too small to resolve a 2-point drop: with 90 test samples" in seen[notice].text
+    assert "too small to resolve a 2-point drop: on 90 test samples" in seen[notice].text
     assert seen[notice].text in data["notes"] and data["resolution"]["resolved"] is False
 
 

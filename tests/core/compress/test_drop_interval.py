@@ -70,7 +70,7 @@ def test_180_test_samples_do_not_resolve_a_2_point_drop() -> None:
     assert small is not None and not small.resolved and small.half_width > 2.0
     assert 180 < small.samples_needed < 400 and resolution(small.samples_needed, 2.0).resolved
     text = small.warning()
-    assert "180 test samples" in text and f"about {small.samples_needed} test samples" in text and "going on" in text
+    assert "on 180 test samples" in text and f"about {small.samples_needed} would resolve it" in text and "going on" in text
     assert resolution(720, 1.0).resolved and not resolution(360, 1.0).resolved
     assert resolution(270, 0.0) is None  # one lost sample is over a 0-point limit: nothing to resolve
 

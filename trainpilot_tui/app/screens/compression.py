@@ -124,10 +124,9 @@ class CompressionScreen(Screen[None]):
         if data["speedup_measured"] is not None:
             lines.append(f"measured {data['speedup_measured']:.2f}x ({data['step_time_dense_s'] * 1e3:.1f} -> {data['step_time_pruned_s'] * 1e3:.1f} ms),"
                          f" test accuracy {data['accuracy_dense']:.1%} -> {data['accuracy_pruned']:.1%}")
-            lines.append(f"drop {data['accuracy_drop']:.2f} pt, {data['accuracy_drop_confidence']:.0%} interval"
-                         f" {data['accuracy_drop_low']:.2f} to {data['accuracy_drop_high']:.2f}"
-                         f" ({data['test_samples_lost']} lost, {data['test_samples_gained']} gained of {data['samples']['test']});"
-                         f" {data['chosen_kind']} configuration, {data['deploy_rule']} rule")
+            lines.append(f"drop {data['accuracy_drop']:.2f} pt [{data['accuracy_drop_low']:.2f}, {data['accuracy_drop_high']:.2f}]"
+                         f" {data['accuracy_drop_confidence']:.0%}, {data['test_samples_lost']} lost / {data['test_samples_gained']} gained"
+                         f" of {data['samples']['test']}; {data['chosen_kind']}, {data['deploy_rule']} rule")
             lines.append("predicted: " + ", ".join(f"{name} {p['speedup']:.2f}x" for name, p in data["predicted"].items()))
         self.query_one("#verdict", Static).update("\n".join(lines))
         self._status(f"[b]done[/b] {len(report.evaluations)} episodes in {report.search_seconds:.0f}s of search")
