@@ -10,12 +10,14 @@ Cases: small_cnn and wide_cnn, each on the bundled demo set (generated 28x28 ima
 scikit-learn's load_digits (1797 real 8x8 handwritten digits, shipped inside the package), at the
 agent's thread plan. Per case, in one process: train the dense model, search (TD3) for the
 per-layer sparsity that reaches --target-speedup, deploy (the search's finalists re-measured and
-deployment-fine-tuned, the lowest validation loss chosen; test accuracy on a split neither the
-search nor that choice saw), then match two baselines to the agent's model by bisection on their overall
+deployment-fine-tuned beside uniform and L1 pruning at the target speed, the lowest validation loss
+chosen, and which kind won printed; test accuracy on a split neither the search nor that choice
+saw, with its 95 % paired interval), then, independently of those finalists, match two baselines to the agent's model by bisection on their overall
 ratio (the least pruning whose measured step is as fast as the agent's model's, the two timed side by side) — uniform (the same sparsity in every layer) and an L1-magnitude heuristic (one
 global L1 ranking of channels) — give them the same fine-tune, and finally time dense, agent,
 uniform and L1 together, interleaved step by step (median of repeated steps; this machine is
-noisy). Printed: measured step times and speed-ups, accuracy drops, the speed-up the cost model
+noisy). Printed: measured step times and speed-ups, accuracy drops with their 95 % paired
+intervals (the same test samples scored by the dense and the pruned model), the speed-up the cost model
 predicts on apple-m2 and linux-cuda-rtx4090 (labelled predicted: no such device here), and the
 search time.
 
@@ -86,7 +88,8 @@ def run_case(model: str, name: str, data: Any, budget: dict[str, Any], args: arg
         "kept": by["agent"].kept, "kept_uniform": by["uniform"].kept, "kept_l1": by["l1-global"].kept,
         "reason": report.verdict.reason, "test_n": report.samples["test"],
         "deploy_x": report.measured.speedup("pruned") if report.measured else float("nan"),
-        "finalists": [f for f in report.finalists if f.val_loss is not None], "chosen_kept": dict(report.tuned.pruned.kept) if report.tuned else {},
+        "finalists": [f for f in report.finalists if f.tuned], "chosen_kept": dict(report.tuned.pruned.kept) if report.tuned else {},
+        "chosen_kind": report.chosen_kind, "resolution": report.resolution,
     }
 
 
@@ -141,14 +144,14 @@ def main() -> int:
 def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float) -> None:
     print(f"\nHardware-aware compression: target >= {args.target_speedup:g}x measured step-time speed-up at <= {args.max_drop:g} pt"
           f" accuracy drop (test split). Step times measured here, median of interleaved steps; apple-m2 / rtx4090 predicted.")
-    head = ("case", "thr", "batch", "dense acc", "dense ms", "agent ms", "agent x", "at deploy x", "agent drop", "uniform x / drop", "L1 x / drop",
-            "m2 x (pred.)", "4090 x (pred.)", "search s", "deployed")
+    head = ("case", "thr", "batch", "dense acc", "dense ms", "agent ms", "agent x", "at deploy x", "agent drop [95% int.]",
+            "uniform x / drop [95% int.]", "L1 x / drop [95% int.]", "m2 x (pred.)", "4090 x (pred.)", "search s", "deployed (kind)")
     rows = []
     for r in results:
         a, u, l1 = r["agent"], r["uniform"], r["l1"]
         rows.append((r["case"], str(r["threads"]), str(r["batch"]), f"{r['dense_acc']:.1%}", f"{r['dense_ms']:.2f}", f"{r['agent_ms']:.2f}", f"{a.speedup:.2f}", f"{r['deploy_x']:.2f}",
-                     f"{a.accuracy_drop:+.2f}", f"{u.speedup:.2f} / {u.accuracy_drop:+.2f}", f"{l1.speedup:.2f} / {l1.accuracy_drop:+.2f}",
-                     f"{r['pred_m2']:.2f}", f"{r['pred_4090']:.2f}", f"{r['search_s']:.0f}", "yes" if r["deployed"] else "no"))
+                     _drop(a), f"{u.speedup:.2f} / {_drop(u)}", f"{l1.speedup:.2f} / {_drop(l1)}",
+                     f"{r['pred_m2']:.2f}", f"{r['pred_4090']:.2f}", f"{r['search_s']:.0f}", f"{'yes' if r['deployed'] else 'no'} ({r['chosen_kind']})"))
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
     for row in rows:
@@ -156,13 +159,16 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float
     print("channels kept (agent | uniform | L1): " + "; ".join(
         f"{r['case']}: {'/'.join(map(str, r['kept'].values()))} | {'/'.join(map(str, r['kept_uniform'].values()))} | {'/'.join(map(str, r['kept_l1'].values()))}"
         for r in results))
-    print("finalists fine-tuned (search's channels -> with the free channels taken back: speed-up, validation loss; * deployed):")
+    print("finalists fine-tuned (search's channels -> with the free channels taken back, or the baseline at the target speed:"
+          " speed-up, validation loss; * deployed):")
     for r in results:
         print(f"  {r['case']}: " + "; ".join(
-            f"{'/'.join(map(str, f.evaluation.kept.values()))} -> {'/'.join(map(str, f.kept.values()))}: {f.speedup:.2f}x, {f.val_loss:.4f}"
+            f"{_origin(f)} -> {'/'.join(map(str, f.kept.values()))}: {f.speedup:.2f}x, {f.val_loss:.4f}"
             f"{' *' if f.kept == r['chosen_kept'] else ''}" for f in r["finalists"]))
-    print("test split (accuracy resolution): " + "; ".join(
-        f"{r['case']}: {r['test_n']} samples, 1 sample = {100 / r['test_n']:.2f} pt" for r in results))
+    print(f"test split (accuracy resolution; the half-width of a 95% interval at a drop of exactly {args.max_drop:g} pt, no gains): " + "; ".join(
+        f"{r['case']}: {r['test_n']} samples, 1 sample = {100 / r['test_n']:.2f} pt" + _resolution(r) for r in results))
+    kinds = _kinds(results)
+    print("deployed configuration by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
     hit = sum(1 for r in results if _at_target(r, args))
     beat = sum(1 for r in results if _against_better_baseline(r) < 0)
     tie = sum(1 for r in results if _against_better_baseline(r) == 0)
@@ -178,6 +184,31 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace, total: float
             print(f"  {r['case']}: {r['reason']}")
     if args.seeds > 1:
         _over_seeds(results, args)
+
+
+def _drop(row: Any) -> str:
+    d = row.drop
+    return f"{d.drop:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
+
+
+def _origin(finalist: Any) -> str:
+    e = finalist.evaluation
+    return "/".join(map(str, e.kept.values())) if e is not None else finalist.kind
+
+
+def _resolution(r: dict[str, Any]) -> str:
+    res = r["resolution"]
+    if res is None:
+        return ""
+    return f", ±{res.half_width:.2f} pt ({'resolved' if res.resolved else f'not resolved: about {res.samples_needed} needed'})"
+
+
+def _kinds(results: list[dict[str, Any]]) -> dict[str, int]:
+    """How many runs deployed (or, not deployed, chose) each kind of configuration."""
+    out: dict[str, int] = {}
+    for r in results:
+        out[str(r["chosen_kind"])] = out.get(str(r["chosen_kind"]), 0) + 1
+    return out
 
 
 def _at_target(r: dict[str, Any], args: argparse.Namespace) -> bool:
@@ -208,7 +239,8 @@ def _over_seeds(results: list[dict[str, Any]], args: argparse.Namespace) -> None
               f" uniform {mean['uniform']:+.2f} [{min(drops['uniform']):+.2f}, {max(drops['uniform']):+.2f}],"
               f" L1 {mean['l1']:+.2f} [{min(drops['l1']):+.2f}, {max(drops['l1']):+.2f}];"
               f" agent below both {below}, level {level}, above {len(runs) - below - level};"
-              f" >= {args.target_speedup:g}x at <= {args.max_drop:g} pt {hit}/{len(runs)}")
+              f" >= {args.target_speedup:g}x at <= {args.max_drop:g} pt {hit}/{len(runs)};"
+              f" chosen: {', '.join(f'{k} {n}' for k, n in _kinds(runs).items())}")
     print(f"cases whose mean drop is below both baselines' means: {better}/{len(groups)}")
 
 
