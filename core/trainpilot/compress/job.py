@@ -425,8 +425,8 @@ def run_compression(
         say(ev.StageStarted("deploy", f"deploying {_deployed_text(final, chosen, evaluations)}, re-measuring"))
         # the test split, read once, after every choice
         tuned = tested(pruned, test, threads=threads)
-        drop = paired_drop(dense_right, tuned.right) if tuned.right is not None else None
-        assert drop is not None
+        assert tuned.right is not None  # deploy.tested scores every test sample
+        drop = paired_drop(dense_right, tuned.right)
         say(ev.Tested(chosen_kind, tuned.accuracy, drop))
         measured = remeasure(
             dense,
