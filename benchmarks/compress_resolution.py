@@ -10,6 +10,7 @@ chooses by) and on the test split (what the benchmark reports).
     python benchmarks/compress_resolution.py --splits --seeds 6 --time 5 --kept 8/16 9/18 10/20 8/24 10/16 6/32
     python benchmarks/compress_resolution.py --splits --seeds 6 --kept 7/14 8/16 --dense-epochs 48 --deploy-epochs 24   # the old recipe
     python benchmarks/compress_resolution.py --time-only 7 --kept 4/16 4/24 4/32 8/8 8/16 12/8 16/8   # speed only, seconds
+    python benchmarks/compress_resolution.py --time-only 4 --timing-batch 64 --kept 8/16 8/8 4/8 3/16   # at the CLI's batch
 
 With --time N every configuration is also timed against the dense model (all of them interleaved
 in one run, as compress.py times its finalists, repeated N times), and each configuration that is
@@ -76,6 +77,9 @@ def main() -> int:
                              " --dense-epochs 48 --deploy-epochs 24 is the recipe before budgets were counted in steps")
     parser.add_argument("--time", type=int, default=0, metavar="N",
                         help="also time every configuration against the dense model, N interleaved timings of 21 steps each")
+    parser.add_argument("--timing-batch", type=int, default=None,
+                        help="the batch --time and --time-only step at (default: compress.py's for the set, 64 on demo and 512 on"
+                             " digits; `trainpilot headless compress` times at its --batch-size, 64, unless given --timing-batch)")
     parser.add_argument("--time-only", type=int, default=0, metavar="N",
                         help=f"only time the configurations (no training), N timings each, in groups of {GROUP} beside the dense model")
     args = parser.parse_args()
@@ -111,8 +115,9 @@ def main() -> int:
     full = {layer.name: layer.out_channels for layer in untrained_layers.prunable}
     channels = list(full.values())
     kept_of = {text: kept_counts(parser, text, channels) for text in args.kept}
+    timing_batch = args.timing_batch or TIMING_BATCH[args.dataset]
     if args.time_only:
-        return time_only(args, untrained, untrained_layers, full, kept_of, shape, data.num_classes, batch=TIMING_BATCH[args.dataset])
+        return time_only(args, untrained, untrained_layers, full, kept_of, shape, data.num_classes, batch=timing_batch)
     train, val, test, dense, layers, dense_test, budget = dense_for(0)
     what = "seeds, each its own split and dense model" if args.splits else "fine-tune seeds each"
     print(f"{args.model} / {args.dataset}: dense {dense_test:.1%} on {len(test)} test samples (1 sample = {100 / len(test):.2f} pt),"
@@ -137,9 +142,9 @@ def main() -> int:
               f" {' '.join(f'{r[1]:.3f}' for r in rows):<36} {' '.join(f'{r[2]:.4f}' for r in rows):<48}", flush=True)
     if args.time:
         mean_drop = {k: sum(r[0] for r in rows) / len(rows) for k, rows in scores.items()}
-        speedups = time_configurations(dense, layers, full, kept_of, shape, data.num_classes, batch=TIMING_BATCH[args.dataset],
+        speedups = time_configurations(dense, layers, full, kept_of, shape, data.num_classes, batch=timing_batch,
                                        threads=threads, timings=args.time)
-        print_frontier(kept_of, channels, mean_drop, speedups, batch=TIMING_BATCH[args.dataset], threads=threads)
+        print_frontier(kept_of, channels, mean_drop, speedups, batch=timing_batch, threads=threads)
     return 0
 
 
