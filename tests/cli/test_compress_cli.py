@@ -62,7 +62,7 @@ def test_not_deployed_prints_json_and_exits_1(data_dir, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = runner.invoke(app, ["headless", "compress", "-d", str(data_dir), "--threads", "1", "--episodes", "2", "--dense-epochs", "1",
                                  "--finetune-steps", "2", "--deploy-epochs", "0.5",
-                                 "--target-speedup", "50", "--out", str(out), "--json", "-q"])
+                                 "--target-speedup", "50", "--no-baseline-finalists", "--out", str(out), "--json", "-q"])
     assert result.exit_code == 1, result.output
     data = json.loads(result.stdout)
     for key in ("layers", "step_time_dense_s", "step_time_pruned_s", "speedup_measured", "accuracy_dense", "accuracy_pruned",
