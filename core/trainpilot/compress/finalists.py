@@ -28,9 +28,10 @@ trust one search figure:
                 not decide which few are compared
     baselines   uniform and L1 configurations at the target speed (baselines.at_target) join
                 the finalists and get the same fine-tune, so the model deployed is the best on
-                validation of everything found, searched or not: on small_cnn, whose two prunable
-                layers leave little to allocate, uniform pruning at the target speed tested as
-                well as the search's best on every seed (docs/measurements.md#compresspy)
+                validation of everything found, searched or not: on small_cnn / digits, whose two
+                prunable layers leave little to allocate, uniform pruning as fast as the search's
+                model tested the same on every seed of a three-seed run
+                (benchmarks/COMPRESSION_HISTORY.md, 2026-12-05)
     choose      the lowest validation loss (cross-entropy), ties to the higher validation accuracy.
                 Why the loss: with 270 validation samples one sample is 0.37 points, and a model at
                 96 % makes ~10 mistakes there, so accuracy barely separates the finalists; the loss
