@@ -31,6 +31,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -204,11 +205,8 @@ def _resolution(r: dict[str, Any]) -> str:
 
 
 def _kinds(results: list[dict[str, Any]]) -> dict[str, int]:
-    """How many runs deployed (or, not deployed, chose) each kind of configuration."""
-    out: dict[str, int] = {}
-    for r in results:
-        out[str(r["chosen_kind"])] = out.get(str(r["chosen_kind"]), 0) + 1
-    return out
+    """How many runs deployed (or, not deployed, chose) each kind of configuration, in order of first appearance."""
+    return dict(Counter(str(r["chosen_kind"]) for r in results))
 
 
 def _at_target(r: dict[str, Any], args: argparse.Namespace) -> bool:

@@ -320,7 +320,7 @@ def run_compression(
     resolved = resolution(len(test), config.max_accuracy_drop)
     if resolved is not None and not resolved.resolved:
         notes.append(resolved.warning())
-        say(ev.Notice(resolved.warning()))
+        say(ev.Notice(notes[-1]))
     budget = budget_for(
         len(train), config.batch_size, dense_epochs=config.dense_epochs, deploy_epochs=config.deploy_epochs
     )
