@@ -102,8 +102,8 @@ class FitResult:
 
 
 class Control:
-    """Steer a `fit` from another thread: `override("cpu", threads=1)`, `pause()`, `resume()`,
-    `stop()`. Requests made before the run starts wait for it; each applies at a step boundary."""
+    """Steer a `fit` from another thread: `override("cpu", threads=1)`, `release()` (hand the run
+    back to the agent), `pause()`, `resume()`, `stop()`. Requests made before the run starts wait for it; each applies at a step boundary."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -137,6 +137,11 @@ class Control:
         "fp32" | "bf16" | "fp16"; None: the fastest predicted); the Availability says whether it
         can run here (None: queued). Weights and optimizer state are converted at the next step."""
         return self._do(lambda s: s.override_backend(backend, threads, mode, memory_format, precision))
+
+    def release(self) -> None:
+        """Hand an overridden run back to the agent: it decides again under the load now seen (an
+        override pins the plan; the agent never fights the user)."""
+        self._do(lambda s: s.release())
 
     def pause(self) -> None:
         self._do(lambda s: s.pause())
@@ -217,6 +222,7 @@ def fit(
     record_history: bool = True,
     memory_format: str = "auto",
     precision: str = "fp32",
+    adapt: str = "on",
 ) -> FitResult:
     """Train `job` on the plan the agent picks (or `backend`/`threads`), and return the result.
 
@@ -225,6 +231,10 @@ def fit(
     memory_format: auto (the agent weighs channels_last for a convolutional model) | contiguous |
     channels_last. precision: fp32 (default: it keeps the numerics) | auto | bf16 | fp16; mixed
     precision runs only where the device has it natively.
+    adapt: on (default: the agent keeps deciding while the run trains, moving it when the load or the
+    steps' pace changes and a move pays, and settling a near tie on the run's own steps) | verify
+    (near ties only) | off (one decision before the first step). An override through `control`
+    pins the plan until `control.release()`.
     on_event: called with every event of the session (trainpilot.events). Ctrl-C checkpoints and
     stops the run (status "interrupted"; `resume=run_id` continues it); a second Ctrl-C raises.
     State (history, checkpoints, calibration) lives under TRAINPILOT_HOME, as for the CLI.
@@ -255,6 +265,7 @@ def fit(
             workers=workers,
             memory_format=memory_format,
             precision=precision,
+            adapt=adapt,
         )
     )
     session = TrainingSession(config, job=the_job)

@@ -56,7 +56,8 @@ class AgentStepped(Event):
 
 @dataclass(frozen=True)
 class BackendChosen(Event):
-    """A plan takes effect. source: agent | user | fallback | resume."""
+    """A plan takes effect. source: agent | user | fallback | resume | launch | replan (the agent
+    moved the run mid-way: run/closed_loop.py; `trigger` says why: load | pace | verify | release)."""
 
     plan: Plan
     confidence: float | None
@@ -66,6 +67,7 @@ class BackendChosen(Event):
     switch_cost_s: float | None = None  # predicted cost of migrating (user overrides)
     predicted_low_s: float | None = None  # the 80 % interval of predicted_s (predict/interval.py)
     predicted_high_s: float | None = None
+    trigger: str | None = None  # a replan's cause (load | pace | verify | release); None otherwise
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,12 @@ PRECISION_HELP = (
     " natively (CUDA tensor cores, Apple GPUs, CPUs with AVX512-BF16/AMX); bf16/fp16 ask for it, refused where"
     " nothing runs it natively."
 )
+ADAPT_HELP = (
+    "The closed loop: on (default) the agent keeps deciding while the run trains: it moves the run when the"
+    " machine's load or the steps' pace changes for good and a move pays, and settles a near tie between two"
+    " plans on the run's own steps; verify settles near ties only; off keeps the one decision made before the"
+    " first step. An override pins the plan (docs/adaptation.md)."
+)
 DATASET_HELP = (
     "Dataset: a directory with X_train.npy/y_train.npy (or X.npy/y.npy) or MNIST-style IDX files (.gz ok),"
     " a .npz with X/y, or a .csv whose last column is the label. Default: the bundled demo set."
@@ -74,6 +80,7 @@ def session_config(
     job: Optional[str] = None,
     workers: Optional[int] = None,
     memory_format: str = "auto", precision: str = "fp32",
+    adapt: str = "on",
 ) -> Any:
     """The options as a SessionConfig, checked by the core's own validation (run/config.py); a bad
     option is a usage error (exit 2). `model`/`batch_size` None: their defaults (None lets --job
@@ -91,7 +98,7 @@ def session_config(
     config = SessionConfig(model=model_config, dataset=dataset, epochs=epochs, batch_size=batch, lr=lr, seed=seed,
                            backend=backend, threads=threads, resume=resume, freeze=freeze, compile=compile,
                            objective=objective, job=job, workers=workers, memory_format=memory_format,
-                           precision=precision)
+                           precision=precision, adapt=adapt)
     try:
         validate_config(config)
     except ConfigError as exc:

@@ -12,6 +12,7 @@ from trainpilot.run.config import DEFAULT_EPOCHS
 
 from .common import EXIT_OK, EXIT_SIGINT, fail, print_json, usage_error
 from .options import (
+    ADAPT_HELP,
     DATASET_HELP,
     JOB_HELP,
     MEMORY_FORMAT_HELP,
@@ -39,6 +40,7 @@ def run_command(
     objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
     memory_format: str = typer.Option("auto", "--memory-format", help=MEMORY_FORMAT_HELP),
     precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
+    adapt: str = typer.Option("on", "--adapt", help=ADAPT_HELP),
     freeze: Optional[int] = typer.Option(None, "--freeze", help="ANE frozen-backbone mode: the first N learnable layers run forward in Core ML (macOS), the rest trains in PyTorch."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Resume the run with this id (see `trainpilot headless history`) from its last checkpoint; `last`: the newest crashed or interrupted run."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the result on stdout at the end."),
@@ -61,7 +63,7 @@ def run_command(
     from .progress import StderrProgress
 
     config = session_config(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, resume=resume, layers=layers, freeze=freeze, compile=compile, objective=objective,
-                            job=job, workers=workers, memory_format=memory_format, precision=precision)
+                            job=job, workers=workers, memory_format=memory_format, precision=precision, adapt=adapt)
     from .distributed_run import dispatch_distributed
 
     dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, memory_format=memory_format, precision=precision, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))

@@ -11,6 +11,7 @@ from trainpilot.errors import ConfigError
 
 DEFAULT_EPOCHS = 3
 BACKEND_CHOICES = ("auto", "cpu", "ane", "mps", "cuda", "split")
+ADAPT_CHOICES = ("on", "verify", "off")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class SessionConfig:
     workers: int | None = None  # pin a job's DataLoader workers (None: the job's own, else the agent's choice)
     memory_format: str = "auto"  # auto | contiguous | channels_last (agent/step_settings.py)
     precision: str = "fp32"  # fp32 | auto | bf16 | fp16: mixed precision changes numerics, so only when asked
+    adapt: str = "on"  # on | verify | off: the closed loop (run/closed_loop.py) re-plans mid-run, verifies near ties
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,6 +52,8 @@ def validate_config(config: SessionConfig) -> SessionConfig:
         raise ConfigError(str(exc)) from None
     if config.backend not in BACKEND_CHOICES:
         raise ConfigError(f"--backend must be one of {', '.join(BACKEND_CHOICES)}, got '{config.backend}'")
+    if config.adapt not in ADAPT_CHOICES:
+        raise ConfigError(f"--adapt must be one of {', '.join(ADAPT_CHOICES)}, got '{config.adapt}'")
     if config.epochs is not None and config.epochs < 1:
         raise ConfigError("--epochs must be at least 1")
     if config.batch_size < 1:

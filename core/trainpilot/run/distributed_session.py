@@ -101,6 +101,14 @@ class RankStrategy(RunStrategy):
             f" (this is rank {self.group.rank})",
         )
 
+    def adapt_off_reason(self) -> str | None:
+        # Every rank would have to move at the same step on one decision, and the single-process
+        # cost model predicts no rank's plan under another's load: off, said, rather than half-done.
+        return (
+            f"a run on {self.group.world_size} ranks keeps the launch's plan (the ranks would have to move"
+            " together, and the cost model predicts one process, not a rank beside others)"
+        )
+
     def predicts(self, plan: Plan) -> bool:
         """The single-process cost model does not predict a multi-rank plan: asking it would
         report the one-rank figure as the run's. `plan --cluster` predicts scale-out."""

@@ -26,8 +26,15 @@ if TYPE_CHECKING:
 class EpochLoop:
     def __init__(self, session: TrainingSession, load: Any):
         self.s = session
-        self.load = load  # the load observed before deciding: predictions of this run are made for it
+        self._load = load  # the load observed before deciding: predictions of this run are made for it
         self._epoch_mark: Any = None  # the energy meter's reading when the epoch in progress began
+
+    @property
+    def load(self) -> Any:
+        """The load the current plan's predictions are for: the one observed before deciding, or the
+        one the closed loop re-planned under since."""
+        adapted = self.s.adapt.load
+        return adapted if adapted is not None else self._load
 
     def run(self, epoch: int, first_step: int, totals: Totals) -> Iterator[ev.Event]:
         s = self.s
@@ -44,6 +51,7 @@ class EpochLoop:
                 # A device fault (an exception from the device, out of memory, a failed conversion,
                 # NaNs only the device produced): back to the last good state, on the CPU.
                 yield from s.switcher.fall_back(f"{s.plan.label} failed: {describe_exception(exc)}", self.load)  # type: ignore[union-attr]
+                s.adapt.pin("a fallback")  # the agent does not move the run back to the plan that failed
                 epoch, first_step, totals = s.position
                 segments.append(Segment(s.plan))  # type: ignore[arg-type]
                 continue
@@ -67,6 +75,7 @@ class EpochLoop:
             # Step boundary: apply what other threads asked for.
             s.position = (epoch, step_index, totals)
             yield from self.apply_commands(segments)
+            yield from s.adapt.at_boundary(segments)
             whole = step_index == first_step and s.trains_whole_epochs()  # an epoch in one call starts at its start
             reason = s.strategy.stop_agreed(trainer, s.steering.stop_reason)
             if reason:
@@ -89,6 +98,7 @@ class EpochLoop:
                 yield from self.close_epoch(epoch, segments, loss, trainer.accuracy_on(trainer.train_set))
                 return False
             result = trainer.train_step(epoch, step_index)
+            s.adapt.stepped(result.seconds)
             if not math.isfinite(result.loss):
                 raise TrainingDiverged(
                     f"the loss became {result.loss} at epoch {epoch + 1}, step {step_index + 1} (try a lower --lr);"
@@ -184,3 +194,6 @@ class EpochLoop:
                     continue
                 yield from s.switcher.switch(plan, "user", f"user override to {plan.label}", None, self.load)
                 segments.append(Segment(s.plan))  # type: ignore[arg-type]
+                yield from s.adapt.user_moved()
+            elif kind == "release":
+                yield from s.adapt.release(segments)

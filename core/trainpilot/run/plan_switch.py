@@ -25,8 +25,22 @@ class PlanSwitch:
     def __init__(self, session: TrainingSession):
         self.s = session
         self.last_good: Snapshot | None = None  # where a failed device plan restarts, on the CPU
+        self.last_move_s = 0.0  # the wall time of the latest move (weights, optimizer state, loaders)
 
-    def switch(self, plan: Plan, source: str, reason: str, confidence: float | None, load: Any) -> Iterator[ev.Event]:
+    def switch(
+        self,
+        plan: Plan,
+        source: str,
+        reason: str,
+        confidence: float | None,
+        load: Any,
+        trigger: str | None = None,
+        announce: bool = True,
+    ) -> Iterator[ev.Event]:
+        """Move the run to `plan` at this step boundary. `announce=False`: a block of a near-tie
+        trial (closed_loop.py), which the trial's own trace lines report instead of a plan change."""
+        import time
+
         s = self.s
         switch_cost = switch_cost_s(s.profile, s.plan, plan) if s.plan is not None and s.profile is not None else None
         if not plan.is_last_resort:
@@ -34,6 +48,7 @@ class PlanSwitch:
             # needs none: its failure is a bug or bad input, not something another plan can fix).
             epoch, step, totals = s.position
             self.last_good = Snapshot(epoch, step, totals.copy(), s.trainer.snapshot())
+        started = time.perf_counter()
         try:
             s.trainer.use_plan(plan)
         except Exception as exc:
@@ -41,16 +56,28 @@ class PlanSwitch:
                 raise
             yield from self.fall_back(f"moving to {plan.label} failed: {describe_exception(exc)}", load)
             return
+        self.last_move_s = time.perf_counter() - started  # what moving cost, measured (the closed loop weighs it)
         s.plan = plan
         if s.energy_meter is not None:
             s.energy_meter.cover(plan)  # a run moved to a device: count the device's energy too
+        if not announce:
+            return
         per_epoch = s.forecast.epoch_s(plan, load)
         remaining = per_epoch * max(s.config.epochs - len(s.rt.epoch_records), 0) if per_epoch else None  # type: ignore[operator]
-        s.rt.plan_changes.append(
-            {"plan": plan.to_dict(), "source": source, "reason": reason, "at_epoch": len(s.rt.epoch_records) + 1}
-        )
+        change: dict[str, Any] = {
+            "plan": plan.to_dict(),
+            "source": source,
+            "reason": reason,
+            "at_epoch": s.position[0] + 1,
+            "at_step": s.position[1],
+        }
+        if trigger is not None:
+            change["trigger"] = trigger
+        s.rt.plan_changes.append(change)
         low, high = s.forecast.bounds(plan, remaining)
-        yield ev.BackendChosen(s.run_id, plan, confidence, source, reason, remaining, switch_cost, low, high)
+        yield ev.BackendChosen(
+            s.run_id, plan, confidence, source, reason, remaining, switch_cost, low, high, trigger=trigger
+        )
         yield from s.strategy.after_switch(s.run_id, s.trainer)
 
     def can_fall_back(self) -> bool:

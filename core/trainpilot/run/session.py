@@ -22,6 +22,7 @@ from trainpilot.errors import CheckpointError, TrainPilotError
 from trainpilot.plans import Availability, Plan
 from trainpilot.run import resume
 from trainpilot.run.checkpointing import RunCheckpoints
+from trainpilot.run.closed_loop import ClosedLoop
 from trainpilot.run.config import DEFAULT_EPOCHS, SessionConfig, new_run_id, with_default_epochs
 from trainpilot.run.epoch_loop import EpochLoop
 from trainpilot.run.forecast import RunForecast
@@ -60,6 +61,7 @@ class TrainingSession:
         self.recorder = RunRecorder()
         self.switcher = PlanSwitch(self)
         self.checkpoints = RunCheckpoints(self)
+        self.adapt = ClosedLoop(self)  # the agent keeps deciding while the run trains
         self.plan: Plan | None = None
         self.profile: Any = None
         self.rt = Runtime()
@@ -132,6 +134,11 @@ class TrainingSession:
             avail = runs_natively(Plan(backend, threads=threads, mode=mode).with_settings(precision=precision))
         self.steering.override((backend, threads, mode, avail, memory_format, precision))
         return avail
+
+    def release(self) -> None:
+        """Hand an overridden (pinned) run back to the agent: it decides again, under the load now
+        seen, and moves the run when that pays (run/closed_loop.py)."""
+        self.steering.release()
 
     def pause(self) -> None:
         self.steering.pause()
@@ -288,6 +295,7 @@ class TrainingSession:
         yield from self.switcher.switch(
             choice.plan, source, reason, self.rt.confidence if source == "agent" else None, load
         )
+        yield from self.adapt.begin(load, source)
         per_epoch = self.forecast.epoch_s(self.plan, load)  # type: ignore[arg-type]
         self.rt.predicted_total_s = per_epoch * cfg.epochs if per_epoch else None
         if cfg.record_history and self.strategy.writes_checkpoints:
@@ -334,6 +342,7 @@ class TrainingSession:
         return {**out, **self.strategy.result_extra(self.trainer)}
 
     def finish(self, status: str, message: str) -> ev.RunFinished:
+        self.adapt.end()
         if self.energy_meter is not None:
             self.energy_meter.close()
         self.recorder.close_progress()

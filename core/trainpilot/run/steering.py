@@ -1,4 +1,4 @@
-"""Requests from other threads (override, pause, resume, stop), queued and applied by the session
+"""Requests from other threads (override, release, pause, resume, stop), queued and applied by the session
 at the next step boundary, so the model and optimizer are never touched mid-step."""
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ class Steering:
 
     def override(self, request: Any) -> None:
         self._commands.put(("override", request))
+
+    def release(self) -> None:
+        """Hand an overridden run back to the agent (run/closed_loop.py decides again)."""
+        self._commands.put(("release", None))
 
     def pause(self) -> None:
         self._commands.put(("pause", None))

@@ -68,6 +68,10 @@ class RunStrategy:
         """Whether the cost model's prediction of `plan` is this run's."""
         return True
 
+    def adapt_off_reason(self) -> str | None:
+        """Why the closed loop may not move this run mid-way (None: it may)."""
+        return None
+
     def make_trainer(
         self,
         model: Any,

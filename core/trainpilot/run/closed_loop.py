@@ -1,0 +1,530 @@
+"""The closed loop: the agent keeps deciding while the run trains.
+
+At step boundaries it reads the watch (watch.py): the CPU other processes use and the pace of the
+run's own steps. A change is declared only when it lasts (LOAD_SUSTAIN windows of other processes'
+CPU moved by LOAD_STEP cores or more; PACE_SUSTAIN windows of steps PACE_RATIO times off their own
+settled pace and outside the prediction's interval), never on one outlier. On a change it asks the
+agent to predict every plan under the load now seen and applies the rule of replan.py; a move goes
+through the same path an override takes (plan_switch.py), so the weights and the optimizer state
+follow and the app learns of it from the same `BackendChosen` event, with source "replan".
+
+A move is checked on the steps that follow it: if the new plan steps slower than the old one did
+just before the move, the run moves back and the plan is not tried again under that load. And a
+near tie the cost model cannot call (near_tie.py) is settled on the run's own steps once, early.
+
+A user's override pins the plan: the loop keeps watching but never moves it, until `release`.
+The loop never imports the agent's internals: it asks the predictor, through the session.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from trainpilot import events as ev
+from trainpilot.plans import COMPILED, Plan
+from trainpilot.run.near_tie import Trial, Verdict, trial_plan
+from trainpilot.run.plan_choice import runs_natively
+from trainpilot.run.replan import Option, Rethink, clamp_bias, rethink
+from trainpilot.run.state import Segment
+from trainpilot.run.watch import Watch, Window
+from trainpilot.units import seconds as fmt_s
+
+if TYPE_CHECKING:
+    from trainpilot.run.session import TrainingSession
+
+LOAD_STEP = 0.5  # cores: less is the noise of a desktop's background; a busy core is 1.0
+LOAD_SUSTAIN = 2  # windows (about a second)
+PACE_RATIO = 1.4  # beyond the 10-30 % a single window moves on a shared machine
+PACE_SUSTAIN = 3  # windows
+SETTLE_WINDOWS = 2  # windows of a plan's steps that set its pace
+MOVE_BACK = 1.10  # a move whose new plan steps this much slower than the old one did is undone
+ADAPT_MODES = ("on", "verify", "off")
+
+
+class ClosedLoop:
+    def __init__(self, session: TrainingSession, watch: Watch | None = None):
+        self.s = session
+        self.mode = session.config.adapt
+        self.watch = watch or Watch()
+        self.active = False  # whether the loop watches at all (off: today's one decision)
+        self.pinned: str | None = None  # why the agent may not move the run (the user's choice)
+        self.load: Any = None  # the UtilizationSample the current plan's predictions are made for
+        self.load_base = 0.0  # other processes' cores the current plan was chosen under
+        self.last_others = 0.0  # other processes' cores in the latest window
+        self._load_streak: list[Window] = []
+        self._pace_streak: list[Window] = []
+        self._settling: list[Window] = []
+        self.pace: float | None = None  # the current plan's settled step time
+        self.bias = 1.0  # measured over predicted step time, on the plan that set `pace`
+        self.trial: Trial | None = None
+        self._block_done = False
+        self.tried = False
+        self._after_move: tuple[Plan, float, str] | None = None  # (plan left, its pace then, trigger)
+        self.refuted: set[Plan] = set()  # moves that did not pay under the load now seen
+        self.move_costs: dict[tuple[str, str], float] = {}  # measured, by kind of move
+
+    # ---------------------------------------------------------------- start and end
+
+    def begin(self, load: Any, source: str) -> Iterator[ev.Event]:
+        """The run's first plan is in place: say whether and how the loop watches it."""
+        s = self.s
+        self.load = load
+        self.load_base = max(float(getattr(load, "busy_cores", 0.0)) - float(getattr(load, "ui_cores", 0.0)), 0.0)
+        why_not = self._why_off(source)
+        if why_not:
+            yield ev.AgentStepped(s.run_id, "act", why_not, None, {"adapt": self.mode})
+            if self.pinned is None:
+                return
+        self.active = True
+        self.watch.start()
+        self.watch.moved()  # the run's first step warms up (allocations, the thread pool)
+
+    def _why_off(self, source: str) -> str | None:
+        s = self.s
+        if self.mode == "off":
+            return "adaptation off (--adapt off): the plan stays as decided for the whole run"
+        reason = s.strategy.adapt_off_reason()
+        if reason:
+            self.mode = "off"
+            return f"adaptation off: {reason}"
+        if s.config.objective != "time":
+            self.mode = "off"
+            return (
+                f"adaptation off: it compares measured step times, and --objective {s.config.objective}"
+                " weighs energy, which is predicted per plan, not measured per step"
+            )
+        if source in ("user", "fallback"):
+            self.pinned = "your choice (--backend, --threads, --compile)" if source == "user" else "a fallback"
+            return f"the plan is pinned by {self.pinned}: the agent watches the run but does not move it"
+        return None
+
+    def end(self) -> None:
+        self.watch.close()
+
+    # ---------------------------------------------------------------- the step loop's hooks
+
+    def stepped(self, seconds: float) -> None:
+        if not self.active:
+            return
+        self.watch.stepped(seconds)
+        if self.trial is not None and self.trial.stepped(seconds):
+            self._block_done = True
+
+    def user_moved(self) -> Iterator[ev.Event]:
+        """A user override took the run: the agent stops moving it until it is handed back."""
+        if self.trial is not None:
+            self.trial = None
+            self.tried = True
+        self.watch.moved()
+        self._reset_pace()
+        self._after_move = None
+        if self.mode != "off" and self.pinned is None:
+            self.pinned = "your override"
+            self.active = True
+            yield ev.AgentStepped(
+                self.s.run_id,
+                "act",
+                "the plan is pinned by your override: the agent watches but does not move it until you hand"
+                " the run back",
+                None,
+                {"adapt": "pinned"},
+            )
+        else:
+            self.pinned = self.pinned or "your override"
+
+    def pin(self, why: str) -> None:
+        """No more moves by the agent (a fallback: the plan it left failed)."""
+        self.trial = None
+        self.pinned = why
+
+    def release(self, segments: list[Segment]) -> Iterator[ev.Event]:
+        """The user hands the run back: the agent decides again, under the load now seen."""
+        s = self.s
+        if self.mode == "off":
+            yield ev.AgentStepped(s.run_id, "act", "nothing to hand back: adaptation is off for this run", None, {})
+            return
+        if self.pinned is None:
+            yield ev.AgentStepped(s.run_id, "act", "the run is already the agent's: nothing pinned it", None, {})
+            return
+        self.pinned = None
+        yield ev.AgentStepped(s.run_id, "act", "you handed the run back: the agent decides again", None, {})
+        if self.mode == "on":
+            step = self.pace or self._predicted_step(s.plan, self.load)  # type: ignore[arg-type]
+            if step:
+                yield from self._rethink("release", self.last_others, step, segments)
+
+    def at_boundary(self, segments: list[Segment]) -> Iterator[ev.Event]:
+        if not self.active or self.s.trains_whole_epochs():
+            return
+        if self.trial is not None and self._block_done:
+            self._block_done = False
+            yield from self._next_block(segments)
+        window = self.watch.boundary()
+        if window is None:
+            return
+        self.last_others = window.others
+        load_change = self._load_changed(window)
+        if self.trial is not None:
+            if load_change is not None:
+                yield from self._abort_trial(segments, "the load changed")
+            return
+        self._settle(window)
+        if self.pinned is not None:
+            return
+        if self._after_move is not None and self.pace is not None:
+            yield from self._check_move(segments)
+            return
+        if self.mode == "on" and load_change is not None:
+            step = _median_step(self._load_streak) or self.pace
+            self._load_streak = []
+            if step:
+                yield from self._rethink("load", load_change, step, segments)
+            return
+        if self.mode == "on" and self._pace_changed(window):
+            step = _median_step(self._pace_streak)
+            self._pace_streak = []
+            if step:
+                yield from self._rethink("pace", window.others, step, segments)
+            return
+        if not self.tried and self.pace is not None:
+            self.tried = True
+            yield from self._maybe_verify(segments)
+
+    # ---------------------------------------------------------------- watching
+
+    def _load_changed(self, window: Window) -> float | None:
+        """Other processes' cores, once a change of LOAD_STEP or more has lasted; else None."""
+        delta = window.others - self.load_base
+        if abs(delta) < LOAD_STEP:
+            self._load_streak = []
+            return None
+        if self._load_streak and (self._load_streak[-1].others - self.load_base) * delta < 0:
+            self._load_streak = []
+        self._load_streak.append(window)
+        if len(self._load_streak) < LOAD_SUSTAIN:
+            return None
+        return statistics.fmean(w.others for w in self._load_streak)
+
+    def _settle(self, window: Window) -> None:
+        if self.pace is not None or window.step_s is None:
+            return
+        self._settling.append(window)
+        if len(self._settling) > SETTLE_WINDOWS:  # the first window after a move still warms up
+            settled = self._settling[1:]
+            self.pace = statistics.median(w.step_s for w in settled if w.step_s is not None)
+            # The load as it is beside this plan: a busy process takes more of the machine once the
+            # run uses fewer threads, so the base a change is measured from is read again here (a
+            # change of a step or more is left to the change detection: it may be a new load).
+            seen = statistics.median(w.others for w in settled)
+            if abs(seen - self.load_base) < LOAD_STEP:
+                self.load_base = seen
+            predicted = self._predicted_step(self.s.plan, self.load)  # type: ignore[arg-type]
+            self.bias = clamp_bias(self.pace, predicted)
+
+    def _pace_changed(self, window: Window) -> bool:
+        if self.pace is None or window.step_s is None:
+            return False
+        ratio = window.step_s / self.pace
+        low, high = self._predicted_step_bounds()
+        outside = (high is None or window.step_s > high) if ratio > 1 else (low is None or window.step_s < low)
+        if outside and (ratio >= PACE_RATIO or ratio <= 1 / PACE_RATIO):
+            self._pace_streak.append(window)
+        else:
+            self._pace_streak = []
+        return len(self._pace_streak) >= PACE_SUSTAIN
+
+    def _reset_pace(self) -> None:
+        self.pace, self._settling, self._pace_streak, self._load_streak = None, [], [], []
+
+    # ---------------------------------------------------------------- predictions
+
+    def _steps_left(self) -> tuple[int, int]:
+        s = self.s
+        epoch, step, _ = s.position
+        per_epoch = s.trainer.steps_per_epoch
+        return (s.config.epochs - epoch - 1) * per_epoch + (per_epoch - step), per_epoch  # type: ignore[operator]
+
+    def _predicted_step(self, plan: Plan, load: Any) -> float | None:
+        prediction = self._prediction(plan, load)
+        if prediction is None:
+            return None
+        per_epoch = prediction.detail.get("per_epoch_s")
+        epochs = max(getattr(self.s.profile, "epochs", 1) or 1, 1)
+        per_epoch = float(per_epoch) if per_epoch is not None else prediction.predicted_s / epochs
+        return per_epoch / self._steps_left()[1]
+
+    def _prediction(self, plan: Plan, load: Any) -> Any:
+        s = self.s
+        if load is self.load and plan in s.forecast.predictions:
+            p = s.forecast.predictions[plan]
+        else:
+            try:
+                p = s._orchestrator.predictor.predict(s.profile, plan, load)
+            except Exception:  # noqa: BLE001 - a plan the model cannot predict is not an option
+                return None
+        return p if p is not None and p.predicted_s is not None and not p.excluded else None
+
+    def _predicted_step_bounds(self) -> tuple[float | None, float | None]:
+        s = self.s
+        step = self._predicted_step(s.plan, self.load)  # type: ignore[arg-type]
+        if step is None:
+            return None, None
+        return s.forecast.bounds(s.plan, step)
+
+    def _candidates(self) -> list[Plan]:
+        """The plans the agent predicted at the start that a run may move to mid-way: not one that
+        compiles (its compile time is not a switch), and each in a precision its device runs."""
+        s = self.s
+        current = s.plan
+        out = []
+        for plan, prediction in s.forecast.predictions.items():
+            if prediction.predicted_s is None or prediction.excluded or plan == current:
+                continue
+            if plan.mode == COMPILED and not (current is not None and current.mode == COMPILED):
+                continue
+            if not s.forecast.predicts(plan) or not runs_natively(plan):
+                continue
+            out.append(plan)
+        return out
+
+    def _move_cost(self, plan: Plan, step_s: float) -> float:
+        from trainpilot.run.forecast import switch_cost_s
+
+        s = self.s
+        measured = self.move_costs.get(_move_kind(s.plan, plan))  # type: ignore[arg-type]
+        predicted = switch_cost_s(s.profile, s.plan, plan)  # type: ignore[arg-type]
+        return (measured if measured is not None else predicted) + step_s  # the new plan's first step warms up
+
+    def _load_sample(self, others: float) -> Any:
+        from trainpilot.machine.contention import ExternalCpu
+
+        ui = float(getattr(self.load, "ui_cores", 0.0) or 0.0)
+        return ExternalCpu(1.0, others + ui, ui).as_sample(self.s.logical_cpus)
+
+    # ---------------------------------------------------------------- re-thinking and moving
+
+    def _rethink(self, trigger: str, others: float, step_s: float, segments: list[Segment]) -> Iterator[ev.Event]:
+        s = self.s
+        current: Plan = s.plan  # type: ignore[assignment]
+        load = self._load_sample(others)
+        predicted_before = self._predicted_step(current, self.load)
+        if others != self.load_base:
+            self.refuted = set()  # what did not pay under the old load may under this one
+        remaining, _ = self._steps_left()
+        options = []
+        for plan in self._candidates():
+            if plan in self.refuted:
+                continue
+            predicted = self._predicted_step(plan, load)
+            if predicted is not None:
+                options.append(Option(plan, predicted * self.bias, self._move_cost(plan, predicted * self.bias)))
+        decision = rethink(current, step_s, remaining, options)
+        pace_text = f"; steps run {step_s / predicted_before:.1f}x their prediction" if predicted_before else ""
+        if trigger == "pace":
+            seen = f"steps take {step_s / (self.pace or step_s):.1f}x their settled pace; other processes use {others:.1f} core(s)"
+        elif trigger == "release":
+            seen = f"other processes use {others:.1f} core(s){pace_text}"
+        else:
+            seen = f"other processes now use {others:.1f} core(s) (was {self.load_base:.1f}){pace_text}"
+        yield ev.AgentStepped(s.run_id, "observe", seen, None, {"trigger": trigger, "other_cores": round(others, 3)})
+        yield ev.AgentStepped(s.run_id, "think", decision.text(), None, _think_data(decision))
+        self._adopt_load(load, others)
+        if decision.moves and decision.best is not None:
+            yield from self._move(decision.best.plan, trigger, decision.text(), step_s, segments)
+        else:
+            self._reset_pace()
+
+    def _adopt_load(self, load: Any, others: float) -> None:
+        """Predictions from now on are for this load: the epochs' predicted times, the ETA."""
+        s = self.s
+        self.load, self.load_base = load, others
+        for plan in [s.plan, *self._candidates()]:
+            try:
+                prediction = s._orchestrator.predictor.predict(s.profile, plan, load)
+            except Exception:  # noqa: BLE001 - keep the earlier prediction
+                continue
+            if prediction is not None and prediction.predicted_s is not None:
+                s.forecast.predictions[plan] = prediction
+
+    def _move(self, plan: Plan, trigger: str, reason: str, old_step: float, segments: list[Segment]) -> Iterator[ev.Event]:
+        s = self.s
+        epoch, step, _ = s.position
+        old: Plan = s.plan  # type: ignore[assignment]
+        yield ev.AgentStepped(s.run_id, "act", f"moving to {plan.label} at epoch {epoch + 1}, step {step}", None, {"trigger": trigger})
+        yield from s.switcher.switch(plan, "replan", reason, None, self.load, trigger=trigger)
+        self._moved(old, segments)
+        if trigger != "verify":
+            self._after_move = (old, old_step, trigger)
+
+    def _moved(self, old: Plan, segments: list[Segment]) -> None:
+        s = self.s
+        if s.plan != old:
+            self.move_costs[_move_kind(old, s.plan)] = s.switcher.last_move_s  # type: ignore[arg-type]
+        segments.append(Segment(s.plan))  # type: ignore[arg-type]
+        self.watch.moved()
+        self._reset_pace()
+
+    def _check_move(self, segments: list[Segment]) -> Iterator[ev.Event]:
+        """The new plan's pace has settled: keep the move if it paid, else move back."""
+        s = self.s
+        assert self._after_move is not None and self.pace is not None
+        old, old_step, trigger = self._after_move
+        self._after_move = None
+        new: Plan = s.plan  # type: ignore[assignment]
+        if self.pace <= old_step * MOVE_BACK or s.plan == old:
+            yield ev.AgentStepped(
+                s.run_id,
+                "observe",
+                f"{new.label} steps in {fmt_s(self.pace)}, against {fmt_s(old_step)} on {old.label} before the move:"
+                " the move paid",
+                None,
+                {"trigger": "verify"},
+            )
+            return
+        self.refuted.add(new)
+        reason = (
+            f"{new.label} steps in {fmt_s(self.pace)}, {self.pace / old_step:.2f}x the {fmt_s(old_step)} of {old.label}"
+            " before the move: the move did not pay; moving back"
+        )
+        yield ev.AgentStepped(s.run_id, "observe", reason, None, {"trigger": "verify"})
+        yield from self._move(old, "verify", reason, self.pace, segments)
+
+    # ---------------------------------------------------------------- near ties
+
+    def _maybe_verify(self, segments: list[Segment]) -> Iterator[ev.Event]:
+        """Once, when the chosen plan's pace has settled: is its runner-up inside the noise?"""
+        s = self.s
+        current: Plan = s.plan  # type: ignore[assignment]
+        assert self.pace is not None
+        runner = self._runner_up(current)
+        if runner is None:
+            return
+        plan, step = runner
+        remaining, _ = self._steps_left()
+        spec = trial_plan(current, plan, self.pace, self.pace * remaining)
+        if not spec.affordable:
+            from trainpilot.run.near_tie import BUDGET_FRACTION, MIN_PAIRS
+
+            need = MIN_PAIRS * (spec.block_steps + 1) * self.pace
+            yield ev.AgentStepped(
+                s.run_id,
+                "think",
+                f"near tie: {current.label} and {plan.label} are inside each other's noise; the run is too short to"
+                f" verify it on its own steps ({MIN_PAIRS} pairs of blocks take ~{fmt_s(need)} on each, more than"
+                f" {BUDGET_FRACTION:.0%} of the {fmt_s(self.pace * remaining)} left)",
+                None,
+                {"trigger": "verify", "verified": False},
+            )
+            return
+        self.trial = Trial(spec)
+        yield ev.AgentStepped(
+            s.run_id,
+            "think",
+            f"near tie: {plan.label} (predicted {fmt_s(step)} a step) is inside the noise of {current.label}"
+            f" (measured {fmt_s(self.pace)}); verifying on the run's own steps",
+            None,
+            {"trigger": "verify"},
+        )
+        yield ev.AgentStepped(
+            s.run_id,
+            "act",
+            f"alternating blocks of {spec.block_steps} steps, at most {spec.pairs} pairs"
+            f" ({fmt_s(spec.budget_s)} at most on {plan.label})",
+            None,
+            {"trigger": "verify", "block_steps": spec.block_steps, "pairs": spec.pairs},
+        )
+
+    def _runner_up(self, current: Plan) -> tuple[Plan, float] | None:
+        """The fastest other plan, if it is a near tie: its interval reaches the chosen plan's, or
+        the chosen plan's measured step (the cost model's miss corrected out of neither)."""
+        s = self.s
+        best: tuple[Plan, float, float] | None = None
+        for plan in self._candidates():
+            step = self._predicted_step(plan, self.load)
+            if step is None:
+                continue
+            low, _high = s.forecast.bounds(plan, step)
+            if best is None or step < best[1]:
+                best = (plan, step, low if low is not None else step)
+        if best is None:
+            return None
+        plan, step, low = best
+        _low, high = self._predicted_step_bounds()
+        assert self.pace is not None
+        if low <= max(high or 0.0, self.pace):
+            return plan, step
+        return None
+
+    def _next_block(self, segments: list[Segment]) -> Iterator[ev.Event]:
+        s = self.s
+        trial = self.trial
+        assert trial is not None
+        verdict = trial.verdict()
+        if verdict is not None:
+            yield from self._settle_trial(verdict, segments)
+            return
+        plan = trial.plan_now()
+        if plan != s.plan:
+            old: Plan = s.plan  # type: ignore[assignment]
+            yield from s.switcher.switch(plan, "replan", "near-tie trial", None, self.load, announce=False)
+            self._moved(old, segments)
+
+    def _settle_trial(self, verdict: Verdict, segments: list[Segment]) -> Iterator[ev.Event]:
+        s = self.s
+        self.trial = None
+        keep = verdict.keep(s.logical_cpus)
+        text = verdict.text(s.logical_cpus)
+        yield ev.AgentStepped(
+            s.run_id,
+            "think",
+            text,
+            None,
+            {"trigger": "verify", "ratio": verdict.ratio, "pairs": verdict.pairs, "decided": verdict.decided},
+        )
+        old: Plan = s.plan  # type: ignore[assignment]
+        if keep == verdict.spec.first:
+            if s.plan != keep:
+                yield from s.switcher.switch(keep, "replan", "near-tie trial", None, self.load, announce=False)
+                self._moved(old, segments)
+            return
+        epoch, step, _ = s.position
+        yield ev.AgentStepped(s.run_id, "act", f"moving to {keep.label} at epoch {epoch + 1}, step {step}", None, {"trigger": "verify"})
+        yield from s.switcher.switch(keep, "replan", text, None, self.load, trigger="verify")
+        self._moved(old, segments)
+
+    def _abort_trial(self, segments: list[Segment], why: str) -> Iterator[ev.Event]:
+        s = self.s
+        trial, self.trial = self.trial, None
+        assert trial is not None
+        self._load_streak = []  # declared again on the chosen plan's own steps
+        yield ev.AgentStepped(s.run_id, "act", f"near-tie trial stopped: {why}; back to {trial.spec.first.label}", None, {"trigger": "verify"})
+        if s.plan != trial.spec.first:
+            old: Plan = s.plan  # type: ignore[assignment]
+            yield from s.switcher.switch(trial.spec.first, "replan", "near-tie trial", None, self.load, announce=False)
+            self._moved(old, segments)
+        else:
+            self.watch.moved()
+            self._reset_pace()
+
+
+def _median_step(windows: list[Window]) -> float | None:
+    steps = [w.step_s for w in windows if w.step_s is not None]
+    return statistics.median(steps) if steps else None
+
+
+def _move_kind(old: Plan, new: Plan) -> tuple[str, str]:
+    """Moves alike in cost: between devices, and whether DataLoader workers restart."""
+    return (old.backend + ("+loaders" if old.loader_workers else ""), new.backend + ("+loaders" if new.loader_workers else ""))
+
+
+def _think_data(decision: Rethink) -> dict[str, Any]:
+    return {
+        "trigger_rule": "replan",
+        "moves": decision.moves,
+        "current_s": decision.current_s,
+        "best": decision.best.plan.to_dict() if decision.best else None,
+        "best_s": decision.best_s,
+        "move_s": decision.best.move_s if decision.best else None,
+    }
