@@ -12,7 +12,7 @@ session itself runs in a spawned child (spawn, not fork: the app has threads, an
 would inherit locks they hold). Two pipes:
 
     events   child -> parent: every event, pickled (they are frozen dataclasses), then None
-    control  parent -> child: ("start", ui_cores) | ("pause" | "resume" | "stop", reason) |
+    control  parent -> child: ("start", ui_cores) | ("pause" | "resume" | "release" | "stop", reason) |
              ("progress", seconds) | ("override", (backend, threads, mode, memory_format, precision)), answered with
              ("ok", Availability)
 
@@ -109,6 +109,10 @@ class ProcessSession:
 
     def resume(self) -> None:
         self._tell("resume", None)
+
+    def release(self) -> None:
+        """Hand an overridden (pinned) run back to the agent (as TrainingSession's)."""
+        self._tell("release", None)
 
     def request_stop(self, reason: str = "user") -> None:
         """Finish the current step, checkpoint, and end the run as interrupted (as TrainingSession's)."""
@@ -270,6 +274,8 @@ def _obey(session: Any, control: Any, state: _State) -> None:
             session.pause()
         elif command == "resume":
             session.resume()
+        elif command == "release":
+            session.release()
         elif command == "override":
             try:
                 reply: tuple[str, Any] = ("ok", session.override_backend(*value))

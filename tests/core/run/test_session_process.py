@@ -64,6 +64,21 @@ def test_steering_reaches_the_child_and_comes_back_as_events(data_dir: str) -> N
     assert len(session.finished.result["epochs"]) < 30
 
 
+
+def test_release_reaches_the_child_and_hands_a_pinned_run_back_to_the_agent(data_dir: str) -> None:
+    session = ProcessSession(_config(data_dir, epochs=30))  # --backend cpu --threads 1: pinned by the user
+    acts: list[str] = []
+    for event in session.events():
+        if isinstance(event, ev.BackendChosen) and event.source == "user":
+            session.release()  # applied at the next step boundary
+        if isinstance(event, ev.AgentStepped) and event.phase == "act":
+            acts.append(event.text)
+            if event.text.startswith("you handed the run back"):
+                session.request_stop("user")
+    assert any(text.startswith("the plan is pinned by your choice") for text in acts), acts
+    assert any(text.startswith("you handed the run back: the agent decides again") for text in acts), acts
+    assert session.finished is not None and session.finished.status == "interrupted"
+
 def test_the_child_paces_step_progress_as_asked(data_dir: str) -> None:
     session = ProcessSession(_config(data_dir, epochs=2))
     session.show_progress_every(3600.0)  # told before the run starts, as the app does
