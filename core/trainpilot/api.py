@@ -103,7 +103,8 @@ class FitResult:
 
 class Control:
     """Steer a `fit` from another thread: `override("cpu", threads=1)`, `release()` (hand the run
-    back to the agent), `pause()`, `resume()`, `stop()`. Requests made before the run starts wait for it; each applies at a step boundary."""
+    back to the agent), `pause()`, `resume()`, `stop()`. Requests made before the run starts wait
+    for it; each applies at a step boundary."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -185,7 +185,8 @@ def history_command(
     try:
         history = History(history_db_path())
         machine = None if all_machines else probe(include_backends=False).machine_id
-        runs = history.records(machine, limit=limit)
+        # a load phase of a run the agent moved is what the cost model learnt from it, not a run of its own
+        runs = [r for r in history.records(machine) if r.status != "phase"][:limit]
     except (HistoryUnavailable, OSError) as exc:
         fail(str(exc))
     stderr = stderr_console()

@@ -93,6 +93,7 @@ class RunRecord:
     actual_s: float
     status: (
         str  # running (as stored while it runs; see runlog.effective_status) | success | failed | interrupted | crashed
+        # | phase (a load phase of a run the closed loop moved: learnt from, not listed as a run)
     )
     epochs: int  # planned
     epochs_done: int

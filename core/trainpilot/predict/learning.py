@@ -35,7 +35,7 @@ PRIOR_WEIGHT = 0.35  # pseudo-runs at ratio 1 (the roofline) that evidence has t
 ERROR_PRIOR_RUNS = 3.0  # pseudo-runs at the prior error
 COLD_ERROR_FACTOR = 2.5  # cold errors measured here run a few times the calibration fit residual (docs/measurements.md)
 MIN_ERROR = 0.03  # timing noise floor on a shared machine: never claim to be better than this
-LEARN_STATUSES = ("success", "interrupted")
+LEARN_STATUSES = ("success", "interrupted", "phase")  # phase: a load phase of a run the closed loop moved
 HUBER_SCALE = 0.15  # log-ratio distance (~16 %) beyond which a past run counts less and less
 
 

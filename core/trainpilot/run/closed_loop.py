@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trainpilot import events as ev
@@ -43,6 +44,17 @@ MOVE_BACK = 1.10  # a move whose new plan steps this much slower than the old on
 ADAPT_MODES = ("on", "verify", "off")
 
 
+@dataclass
+class Phase:
+    """Steps of one plan under one load, from its pace settling to the next change: what the cost
+    model learns the machine under load from (run/learning.py)."""
+
+    plan: Plan
+    others: float  # other processes' cores
+    steps: int = 0
+    seconds: float = 0.0
+
+
 class ClosedLoop:
     def __init__(self, session: TrainingSession, watch: Watch | None = None):
         self.s = session
@@ -64,6 +76,12 @@ class ClosedLoop:
         self._after_move: tuple[Plan, float, str] | None = None  # (plan left, its pace then, trigger)
         self.refuted: set[Plan] = set()  # moves that did not pay under the load now seen
         self.move_costs: dict[tuple[str, str], float] = {}  # measured, by kind of move
+        # Each plan's step as this run measured it, by the whole cores other processes used then:
+        # where the run has met a plan under a load, that beats any prediction of it (a load that
+        # leaves finds the idle plan's pace measured before it came).
+        self.measured: dict[tuple[Plan, int], float] = {}
+        self.phases: list[Phase] = []
+        self._phase: Phase | None = None
 
     # ---------------------------------------------------------------- start and end
 
@@ -72,6 +90,7 @@ class ClosedLoop:
         s = self.s
         self.load = load
         self.load_base = max(float(getattr(load, "busy_cores", 0.0)) - float(getattr(load, "ui_cores", 0.0)), 0.0)
+        self.last_others = self.load_base
         why_not = self._why_off(source)
         if why_not:
             yield ev.AgentStepped(s.run_id, "act", why_not, None, {"adapt": self.mode})
@@ -101,7 +120,13 @@ class ClosedLoop:
         return None
 
     def end(self) -> None:
+        self._close_phase()
         self.watch.close()
+
+    def _close_phase(self) -> None:
+        if self._phase is not None and self._phase.steps:
+            self.phases.append(self._phase)
+        self._phase = None
 
     # ---------------------------------------------------------------- the step loop's hooks
 
@@ -109,8 +134,12 @@ class ClosedLoop:
         if not self.active:
             return
         self.watch.stepped(seconds)
-        if self.trial is not None and self.trial.stepped(seconds):
-            self._block_done = True
+        if self.trial is not None:
+            if self.trial.stepped(seconds):
+                self._block_done = True
+        elif self._phase is not None:
+            self._phase.steps += 1
+            self._phase.seconds += seconds
 
     def user_moved(self) -> Iterator[ev.Event]:
         """A user override took the run: the agent stops moving it until it is handed back."""
@@ -222,6 +251,8 @@ class ClosedLoop:
                 self.load_base = seen
             predicted = self._predicted_step(self.s.plan, self.load)  # type: ignore[arg-type]
             self.bias = clamp_bias(self.pace, predicted)
+            self.measured[(self.s.plan, round(self.load_base))] = self.pace  # type: ignore[index]
+            self._phase = Phase(self.s.plan, self.load_base)  # type: ignore[arg-type]
 
     def _pace_changed(self, window: Window) -> bool:
         if self.pace is None or window.step_s is None:
@@ -236,6 +267,7 @@ class ClosedLoop:
         return len(self._pace_streak) >= PACE_SUSTAIN
 
     def _reset_pace(self) -> None:
+        self._close_phase()
         self.pace, self._settling, self._pace_streak, self._load_streak = None, [], [], []
 
     # ---------------------------------------------------------------- predictions
@@ -317,13 +349,17 @@ class ClosedLoop:
         for plan in self._candidates():
             if plan in self.refuted:
                 continue
-            predicted = self._predicted_step(plan, load)
-            if predicted is not None:
-                options.append(Option(plan, predicted * self.bias, self._move_cost(plan, predicted * self.bias)))
+            step = self.measured.get((plan, round(others)))
+            if step is None:
+                predicted = self._predicted_step(plan, load)
+                step = predicted * self.bias if predicted is not None else None
+            if step is not None:
+                options.append(Option(plan, step, self._move_cost(plan, step), (plan, round(others)) in self.measured))
         decision = rethink(current, step_s, remaining, options)
         pace_text = f"; steps run {step_s / predicted_before:.1f}x their prediction" if predicted_before else ""
         if trigger == "pace":
-            seen = f"steps take {step_s / (self.pace or step_s):.1f}x their settled pace; other processes use {others:.1f} core(s)"
+            settled = step_s / (self.pace or step_s)
+            seen = f"steps take {settled:.1f}x their settled pace; other processes use {others:.1f} core(s)"
         elif trigger == "release":
             seen = f"other processes use {others:.1f} core(s){pace_text}"
         else:
@@ -340,7 +376,8 @@ class ClosedLoop:
         """Predictions from now on are for this load: the epochs' predicted times, the ETA."""
         s = self.s
         self.load, self.load_base = load, others
-        for plan in [s.plan, *self._candidates()]:
+        current = [s.plan] if s.plan is not None else []
+        for plan in [*current, *self._candidates()]:
             try:
                 prediction = s._orchestrator.predictor.predict(s.profile, plan, load)
             except Exception:  # noqa: BLE001 - keep the earlier prediction
@@ -348,11 +385,15 @@ class ClosedLoop:
             if prediction is not None and prediction.predicted_s is not None:
                 s.forecast.predictions[plan] = prediction
 
-    def _move(self, plan: Plan, trigger: str, reason: str, old_step: float, segments: list[Segment]) -> Iterator[ev.Event]:
+    def _move(
+        self, plan: Plan, trigger: str, reason: str, old_step: float, segments: list[Segment]
+    ) -> Iterator[ev.Event]:
         s = self.s
         epoch, step, _ = s.position
         old: Plan = s.plan  # type: ignore[assignment]
-        yield ev.AgentStepped(s.run_id, "act", f"moving to {plan.label} at epoch {epoch + 1}, step {step}", None, {"trigger": trigger})
+        yield ev.AgentStepped(
+            s.run_id, "act", f"moving to {plan.label} at epoch {epoch + 1}, step {step}", None, {"trigger": trigger}
+        )
         yield from s.switcher.switch(plan, "replan", reason, None, self.load, trigger=trigger)
         self._moved(old, segments)
         if trigger != "verify":
@@ -419,6 +460,7 @@ class ClosedLoop:
             )
             return
         self.trial = Trial(spec)
+        self._close_phase()
         yield ev.AgentStepped(
             s.run_id,
             "think",
@@ -474,6 +516,8 @@ class ClosedLoop:
     def _settle_trial(self, verdict: Verdict, segments: list[Segment]) -> Iterator[ev.Event]:
         s = self.s
         self.trial = None
+        for plan, step in verdict.medians().items():
+            self.measured[(plan, round(self.load_base))] = step
         keep = verdict.keep(s.logical_cpus)
         text = verdict.text(s.logical_cpus)
         yield ev.AgentStepped(
@@ -490,7 +534,9 @@ class ClosedLoop:
                 self._moved(old, segments)
             return
         epoch, step, _ = s.position
-        yield ev.AgentStepped(s.run_id, "act", f"moving to {keep.label} at epoch {epoch + 1}, step {step}", None, {"trigger": "verify"})
+        yield ev.AgentStepped(
+            s.run_id, "act", f"moving to {keep.label} at epoch {epoch + 1}, step {step}", None, {"trigger": "verify"}
+        )
         yield from s.switcher.switch(keep, "replan", text, None, self.load, trigger="verify")
         self._moved(old, segments)
 
@@ -499,7 +545,13 @@ class ClosedLoop:
         trial, self.trial = self.trial, None
         assert trial is not None
         self._load_streak = []  # declared again on the chosen plan's own steps
-        yield ev.AgentStepped(s.run_id, "act", f"near-tie trial stopped: {why}; back to {trial.spec.first.label}", None, {"trigger": "verify"})
+        yield ev.AgentStepped(
+            s.run_id,
+            "act",
+            f"near-tie trial stopped: {why}; back to {trial.spec.first.label}",
+            None,
+            {"trigger": "verify"},
+        )
         if s.plan != trial.spec.first:
             old: Plan = s.plan  # type: ignore[assignment]
             yield from s.switcher.switch(trial.spec.first, "replan", "near-tie trial", None, self.load, announce=False)
@@ -516,7 +568,10 @@ def _median_step(windows: list[Window]) -> float | None:
 
 def _move_kind(old: Plan, new: Plan) -> tuple[str, str]:
     """Moves alike in cost: between devices, and whether DataLoader workers restart."""
-    return (old.backend + ("+loaders" if old.loader_workers else ""), new.backend + ("+loaders" if new.loader_workers else ""))
+    return (
+        old.backend + ("+loaders" if old.loader_workers else ""),
+        new.backend + ("+loaders" if new.loader_workers else ""),
+    )
 
 
 def _think_data(decision: Rethink) -> dict[str, Any]:

@@ -190,10 +190,9 @@ class EpochLoop:
                 if not native:
                     yield ev.OverrideRefused(s.run_id, backend, native.reason)
                     continue
-                if plan == s.plan:
-                    continue
-                yield from s.switcher.switch(plan, "user", f"user override to {plan.label}", None, self.load)
-                segments.append(Segment(s.plan))  # type: ignore[arg-type]
-                yield from s.adapt.user_moved()
+                if plan != s.plan:
+                    yield from s.switcher.switch(plan, "user", f"user override to {plan.label}", None, self.load)
+                    segments.append(Segment(s.plan))  # type: ignore[arg-type]
+                yield from s.adapt.user_moved()  # the user's plan, even the one it was on: pinned
             elif kind == "release":
                 yield from s.adapt.release(segments)

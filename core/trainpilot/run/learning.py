@@ -78,6 +78,41 @@ class RunRecorder:
         except Exception:  # noqa: BLE001 - a meter that cannot read /proc costs the figure, not the run
             return None
 
+    def learn_phases(self, agent: Any, *, run_id: str, profile: Any, phases: list[Any], steps_per_epoch: int) -> int:
+        """A run the closed loop moved timed several plans, each under its own load: each phase of
+        an epoch's steps or more is learnt as the epochs it measured (its own row, status
+        "phase", kept out of the history's run listing), so the cost model learns the machine
+        under load too. Returns how many were learnt."""
+        record = getattr(agent.predictor, "record", None)
+        if record is None or steps_per_epoch < 1:
+            return 0
+        from trainpilot.machine.contention import ExternalCpu
+
+        learnt = 0
+        for k, phase in enumerate(phases):
+            epochs = phase.steps // steps_per_epoch
+            if epochs < 1 or phase.seconds <= 0:
+                continue
+            load = ExternalCpu(1.0, phase.others, 0.0).as_sample(agent.hardware.logical_cpus)
+            shaped = replace(profile, epochs=epochs)
+            try:
+                predicted = agent.predictor.predict(shaped, phase.plan, load).predicted_s
+            except Exception:  # noqa: BLE001 - learnt without its prediction's error
+                predicted = None
+            actual = phase.seconds * epochs * steps_per_epoch / phase.steps  # its pace, over whole epochs
+            record(
+                shaped,
+                phase.plan,
+                load,
+                predicted,
+                actual,
+                run_id=f"{run_id}.phase{k + 1}",
+                status="phase",
+                epochs_done=epochs,
+            )
+            learnt += 1
+        return learnt
+
     def finish(
         self,
         agent: Any,

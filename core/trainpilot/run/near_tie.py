@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from trainpilot.plans import Plan
 
 MIN_DIFFERENCE = 0.02  # a 2 % difference is too small to be worth keeping a non-default plan for
-DECISIVE = 2.5  # standard errors: with 3 pairs that agree, about a 5 % chance a tie looks decided
+DECISIVE = 2.5  # standard errors, to stop early: looked at after every pair, so stricter than ...
+FINAL = 2.0  # ... at the budget's end, looked at once: about 95 % two-sided
 MIN_PAIRS = 3
 MAX_PAIRS = 12
 BLOCK_S = 0.15  # each block long enough that one slow step moves its median little
@@ -109,9 +110,10 @@ class Trial:
             return None
         mean = statistics.fmean(ratios)
         se = statistics.stdev(ratios) / math.sqrt(n) if n > 1 else math.inf
-        decided = abs(mean) >= math.log1p(MIN_DIFFERENCE) and abs(mean) > DECISIVE * se
-        if decided or n >= self.spec.pairs:
-            return Verdict(self.spec, math.exp(mean), math.exp(se) - 1.0, n, decided)
+        last = n >= self.spec.pairs
+        decided = abs(mean) >= math.log1p(MIN_DIFFERENCE) and abs(mean) > (FINAL if last else DECISIVE) * se
+        if decided or last:
+            return Verdict(self.spec, math.exp(mean), math.exp(se) - 1.0, n, decided, tuple(self.blocks))
         return None
 
 
@@ -122,6 +124,14 @@ class Verdict:
     spread: float  # one standard error of the ratio, relative
     pairs: int
     decided: bool
+    blocks: tuple[tuple[Plan, float], ...] = ()
+
+    def medians(self) -> dict[Plan, float]:
+        """Each plan's step time over its blocks (the median of the blocks' medians)."""
+        out: dict[Plan, list[float]] = {}
+        for plan, step in self.blocks:
+            out.setdefault(plan, []).append(step)
+        return {plan: statistics.median(steps) for plan, steps in out.items()}
 
     def keep(self, default_threads: int) -> Plan:
         first, second = self.spec.first, self.spec.second
@@ -132,7 +142,10 @@ class Verdict:
     def text(self, default_threads: int) -> str:
         kept = self.keep(default_threads)
         first, second = self.spec.first, self.spec.second
-        measured = f"{second.label} stepped {self.ratio:.2f}x the time of {first.label} (±{self.spread:.0%}, {self.pairs} pairs of blocks)"
+        measured = (
+            f"{second.label} stepped {self.ratio:.2f}x the time of {first.label}"
+            f" (±{self.spread:.0%}, {self.pairs} pairs of blocks)"
+        )
         if self.decided:
             return f"{measured}: keeping {kept.label}, measured faster"
         return f"{measured}: no difference beyond the noise; keeping {kept.label}, the one closer to PyTorch's default"

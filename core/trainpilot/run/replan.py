@@ -26,8 +26,9 @@ class Option:
     """Another plan as the re-think sees it: its predicted step under the load now."""
 
     plan: Plan
-    step_s: float  # predicted, already scaled by the run's bias
+    step_s: float  # measured on this run under this load, else predicted and scaled by the run's bias
     move_s: float  # what moving there costs (measured where a move of that kind was made)
+    measured: bool = False  # whether step_s is this run's own measurement
 
 
 @dataclass(frozen=True)
@@ -58,15 +59,17 @@ class Rethink:
             return f"{self.current.label} stays: no other plan can take the run here"
         factor, best_s = self.factor, self.best_s
         assert factor is not None and best_s is not None
+        said = "measured" if self.best.measured else "predicted"
         if self.moves:
             return (
-                f"{self.best.plan.label} predicted {factor:.1f}x faster for the remaining {fmt_s(self.current_s)}"
+                f"{self.best.plan.label} {said} {factor:.1f}x faster for the remaining {fmt_s(self.current_s)}"
                 f" ({fmt_s(best_s)}); moving costs ~{fmt_s(self.best.move_s)}"
             )
         if factor <= 1.0:
-            return f"{self.current.label} stays: the best other, {self.best.plan.label}, is predicted {1 / factor:.2f}x slower"
+            other = self.best.plan.label
+            return f"{self.current.label} stays: the best other, {other}, is {said} {1 / factor:.2f}x slower"
         return (
-            f"{self.current.label} stays: {self.best.plan.label} is predicted {factor:.2f}x faster for the remaining"
+            f"{self.current.label} stays: {self.best.plan.label} is {said} {factor:.2f}x faster for the remaining"
             f" {fmt_s(self.current_s)}, inside the {MARGIN:.0%} margin once moving (~{fmt_s(self.best.move_s)}) is paid"
         )
 

@@ -369,6 +369,14 @@ class TrainingSession:
                     trained=bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None),
                     met=met,
                 )
+                if len(self.adapt.phases) > 1 and self.trainer is not None:
+                    self.recorder.learn_phases(
+                        agent,
+                        run_id=self.run_id,
+                        profile=self.profile,
+                        phases=self.adapt.phases,
+                        steps_per_epoch=self.trainer.steps_per_epoch,
+                    )
             except Exception:
                 pass  # learning is best-effort; the run's own result must still come out
         self.finished = ev.RunFinished(self.run_id, status, message, result)
