@@ -67,16 +67,6 @@ def _plan(data: object) -> Plan | None:
     return Plan.from_dict(data) if isinstance(data, dict) else None
 
 
-def short_label(plan: Plan | None) -> str:
-    """'cpu 2t', 'cuda', 'cpu 2t cl bf16': a plan in a few cells (cl: channels_last), so the two
-    segments of a layout or precision switch read apart."""
-    if plan is None:
-        return "?"
-    base = f"{plan.backend} {plan.threads}t" if plan.threads else plan.backend
-    marks = ("cl" if plan.memory_format else "", plan.precision or "")
-    return " ".join([base, *(m for m in marks if m)])
-
-
 def run_totals(epochs: tuple[ev.EpochTimed, ...]) -> tuple[float | None, float]:
     """(predicted, actual) seconds over the epochs done; predicted is None if any epoch had none."""
     known = [e.predicted_s for e in epochs]
@@ -126,7 +116,7 @@ def _rows(epochs: tuple[ev.EpochTimed, ...], compact: bool, metric: str | None) 
                 plan = _plan(seg.get("plan"))
                 # plain text: the table's own styles colour its cells
                 if compact:
-                    rows.append(("↳", short_label(plan), *gap, *seg_timing))
+                    rows.append(("↳", fmt.short_label(plan), *gap, *seg_timing))
                 else:
                     rows.append(("", "", *gap, *seg_timing, f"↳ {plan.label if plan else '?'}"))
     if epochs:
