@@ -4,7 +4,8 @@
 override_backend, pause, resume, request_stop, plan, paused) and yields canned, deterministic
 events: the same kinds and shapes the core emits, with fixed timestamps and figures. Steering
 requests are queued and applied at step boundaries, as the core does. It can hold at a chosen step
-(like a slow step that never ends) so a test can act mid-run without racing the script.
+(like a slow step that never ends) until `proceed()`, so a test can act mid-run without racing the
+script.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ AT = 1_767_268_800.0  # fixed event timestamps
 class ScriptedSession:
     config: SessionConfig
     steps_per_epoch: int = 10
-    holds: tuple[tuple[int, int], ...] = ()  # (epoch, step) boundaries to stop at until release()
+    holds: tuple[tuple[int, int], ...] = ()  # (epoch, step) boundaries to stop at until proceed()
     start_plan: Plan = Plan("cpu", threads=2)
     availability: dict[str, Availability] = field(default_factory=lambda: dict(AVAILABILITY))
     run_id: str = RUN_ID
@@ -81,8 +82,9 @@ class ScriptedSession:
         self.stop_reason = self.stop_reason or reason
         self._commands.put(("wake", None))
 
-    def release(self) -> None:
-        self._commands.put(("release", None))
+    def proceed(self) -> None:
+        """Let a run held at a boundary (`holds`) go on."""
+        self._commands.put(("proceed", None))
 
     @property
     def paused(self) -> bool:
@@ -156,7 +158,7 @@ class ScriptedSession:
                 elif not self._paused:
                     return
                 kind, arg = self._commands.get()  # blocked: paused or held; any command wakes us
-            if kind == "release" and hold:
+            if kind == "proceed" and hold:
                 hold = False
                 self.held_at = None
                 self.holding.clear()

@@ -67,7 +67,7 @@ async def test_the_app_slows_while_the_run_holds_every_core_and_says_so(factory:
         await wait_until(pilot, lambda: not app.pace.busy, what="the pace to return")
         await wait_until(pilot, lambda: "app refresh every 1 s again: a core is free" in app.main.agent_panel.text)
         assert app.main.hardware_panel.border_subtitle == ""
-        factory.last.release()
+        factory.last.proceed()
         await wait_until(pilot, lambda: not app.running, what="the run to finish")
 
 
@@ -78,5 +78,5 @@ async def test_a_rate_the_user_chose_is_kept_whatever_the_plan(factory: SessionF
         await wait_until(pilot, lambda: app.main.run_panel.plan == Plan("cpu", threads=2))
         assert app.main.progress_interval_s == 0.5 and not app.pace.busy
         assert "app refresh" not in app.main.agent_panel.text
-        factory.last.release()
+        factory.last.proceed()
         await wait_until(pilot, lambda: not app.running, what="the run to finish")

@@ -29,7 +29,7 @@ async def test_override_key_moves_the_core_session_and_the_trace_says_user_overr
         assert "predicted switch cost 50ms" in app.main.agent_panel.text
         assert any("Moving to cuda" in n for n in notifications(app))
         assert app.main.run_panel.plan == session.plan
-        session.release()
+        session.proceed()
         await wait_until(pilot, lambda: not app.running, what="the run to finish")
         first = app.main.run_panel.epochs[0]
         assert [s["plan"]["backend"] for s in first.segments] == ["cpu", "cuda"]  # both segments kept
@@ -67,7 +67,7 @@ async def test_override_to_an_unavailable_backend_is_refused_with_the_reason(fac
         assert any("Override refused: ane: not Apple Silicon" in n for n in notifications(app))
         assert factory.last.plan == before
         assert app.running and not app.stopping  # nothing lost: the run goes on
-        factory.last.release()
+        factory.last.proceed()
         await wait_until(pilot, lambda: app.main.run_panel.state == "success")
         assert len(app.main.run_panel.epochs) == 3
 
@@ -81,7 +81,7 @@ async def test_pause_and_resume_from_the_keyboard(factory: SessionFactory) -> No
         assert factory.last.paused
         assert app.main.run_panel.state == "paused"
         assert "paused at epoch 1, step 3" in app.main.agent_panel.text
-        factory.last.release()  # released, but paused: it must not move on
+        factory.last.proceed()  # let go, but paused: it must not move on
         await pilot.pause()
         assert app.main.run_panel.progress.step == 3
         await pilot.press("p")
@@ -141,7 +141,7 @@ async def test_new_run_from_the_picker_stops_the_current_run_and_starts_the_chos
         assert factory.sessions[0].finished.status == "interrupted"
         assert factory.last.config.epochs == 1 and factory.last.config.resume is None
         assert factory.last.config.objective == "energy"
-        factory.last.release()
+        factory.last.proceed()
         await wait_until(pilot, lambda: app.main.run_panel.state == "success")
         assert len(app.main.run_panel.epochs) == 1
 

@@ -64,7 +64,7 @@ async def test_picking_a_channels_last_plan_asks_the_session_for_exactly_that_pl
         trace = "user override -> cpu (2 threads, channels_last)"
         await wait_until(pilot, lambda: trace in app.main.agent_panel.text, what="the override in the trace")
         assert any("Moving to cpu (2 threads, channels_last)" in n for n in notifications(app))
-        session.release()
+        session.proceed()
         await wait_until(pilot, lambda: not app.running, what="the run to finish")
         first = app.main.run_panel.epochs[0]
         assert [Plan.from_dict(s["plan"]) for s in first.segments] == [CONTIGUOUS, NHWC]

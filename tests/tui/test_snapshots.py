@@ -29,7 +29,7 @@ async def _settle(pilot, factory: SessionFactory) -> None:  # type: ignore[no-un
     session.override_backend("cuda")
     # handled on screen: epoch 1's figures painted first, then the override and the pace line
     await wait_until(pilot, lambda: main.run_panel.plan is not None and main.run_panel.plan.backend == "cuda", what="the override on screen")
-    session.release()
+    session.proceed()
     await wait_until(pilot, lambda: session.held_at == (3, 6), what="epoch 3, step 6")
     await wait_until(pilot, lambda: (p := main.run_panel.progress) is not None and (p.epoch, p.step) == (3, 6), what="epoch 3, step 6 on screen")
     # the per-epoch figures are painted at most every figures_interval_s: wait for all of epoch 2's
