@@ -27,11 +27,14 @@ def notifications(app: TrainPilotApp) -> list[str]:
     return [f"{n.title}: {n.message}" for n in app._notifications]
 
 
-def scripted_app(factory: SessionFactory, *, epochs: int = 3, theme: str | None = None, samples: int = 40, **options: Any) -> TrainPilotApp:
+def scripted_app(
+    factory: SessionFactory, *, epochs: int = 3, theme: str | None = None, samples: int = 40, adapt: str = "on",
+    **options: Any,
+) -> TrainPilotApp:
     options.setdefault("discover_user_themes", False)  # the developer's ./themes must not leak in
     options.setdefault("settle_s", 0.0)  # scripted sessions: no start-up load to wait out
     return TrainPilotApp(
-        SessionConfig(epochs=epochs),
+        SessionConfig(epochs=epochs, adapt=adapt),
         theme=theme,
         session_factory=factory,
         samples=sample_source(scripted_samples(samples)),

@@ -1,11 +1,13 @@
 """Test doubles for the TUI: a scripted training session and scripted hardware samples.
 
 `ScriptedSession` speaks the same protocol as `trainpilot.run.session.TrainingSession` (events(),
-override_backend, pause, resume, request_stop, plan, paused) and yields canned, deterministic
-events: the same kinds and shapes the core emits, with fixed timestamps and figures. Steering
-requests are queued and applied at step boundaries, as the core does. It can hold at a chosen step
-(like a slow step that never ends) until `proceed()`, so a test can act mid-run without racing the
-script.
+override_backend, release, pause, resume, request_stop, plan, paused) and yields canned,
+deterministic events: the same kinds and shapes the core emits, with fixed timestamps and figures.
+Steering requests are queued and applied at step boundaries, as the core does. It can hold at a
+chosen step (like a slow step that never ends) until `proceed()`, so a test can act mid-run
+without racing the script. Like the core's closed loop, an override pins the plan, `release()`
+hands it back (the agent moves the run back to its own plan), and `replans` script the agent's
+own moves mid-run.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ PREDICTIONS = {Plan("cpu", threads=1): 9.0, Plan("cpu", threads=2): 6.0, Plan("c
 # actual seconds per step on each backend (the scripted truth the predictions are compared with)
 STEP_SECONDS = {"cpu": 0.2, "cuda": 0.12}
 AT = 1_767_268_800.0  # fixed event timestamps
+# the core's words when an override pins the plan (run/closed_loop.py)
+PINNED = "the plan is pinned by your override: the agent watches but does not move it until you hand the run back"
 
 
 @dataclass
@@ -38,6 +42,7 @@ class ScriptedSession:
     config: SessionConfig
     steps_per_epoch: int = 10
     holds: tuple[tuple[int, int], ...] = ()  # (epoch, step) boundaries to stop at until proceed()
+    replans: tuple[tuple[int, int, Plan, str], ...] = ()  # (epoch, step, plan, trigger): the agent moves the run
     start_plan: Plan = Plan("cpu", threads=2)
     availability: dict[str, Availability] = field(default_factory=lambda: dict(AVAILABILITY))
     run_id: str = RUN_ID
@@ -54,6 +59,8 @@ class ScriptedSession:
         self.finished: ev.RunFinished | None = None
         self.override_requests: list[str] = []
         self.override_calls: list[dict[str, Any]] = []  # every override_backend call, with its arguments
+        self.release_calls = 0
+        self.pinned = False  # the user's override holds the plan: the agent does not move it
 
     # ---------------------------------------------------------------- steering (any thread)
 
@@ -81,6 +88,11 @@ class ScriptedSession:
     def request_stop(self, reason: str = "user") -> None:
         self.stop_reason = self.stop_reason or reason
         self._commands.put(("wake", None))
+
+    def release(self) -> None:
+        """Hand an overridden run back to the agent (the core's TrainingSession.release)."""
+        self.release_calls += 1
+        self._commands.put(("release", None))
 
     def proceed(self) -> None:
         """Let a run held at a boundary (`holds`) go on."""
@@ -110,6 +122,9 @@ class ScriptedSession:
             yield ev.AgentStepped(self.run_id, "think", f"{name}: excluded — {reason}", None, {"data": {"plan": Plan(name).to_dict(), "excluded": reason}}, at=AT)
         yield ev.AgentStepped(self.run_id, "think", f"decision: {self.start_plan.label}, predicted {self.predictions[self.start_plan]:.2f}s, confidence 0.80 (rules)", 0.8, {"plan": self.start_plan.to_dict(), "policy": "rules", "margin": 0.5}, at=AT)
         yield from self._switch(self.start_plan, "agent", "fastest by estimate", 0.8)
+        if cfg.adapt == "off":
+            off = "adaptation off (--adapt off): the plan stays as decided for the whole run"
+            yield ev.AgentStepped(self.run_id, "act", off, None, {"adapt": "off"}, at=AT)
         for epoch in range(1, cfg.epochs + 1):
             segments = [{"plan": self.plan.to_dict(), "steps": 0, "actual_s": 0.0}]  # type: ignore[union-attr]
             loss = 2.3 / epoch
@@ -145,6 +160,9 @@ class ScriptedSession:
         yield ev.BackendChosen(self.run_id, plan, confidence, source, reason, self.predictions.get(plan), cost, at=AT)
 
     def _boundary(self, epoch: int, step: int, segments: list[dict[str, Any]]) -> Iterator[ev.Event]:
+        for at_epoch, at_step, plan, trigger in self.replans:
+            if (at_epoch, at_step) == (epoch, step) and not self.pinned and plan != self.plan:
+                yield from self._replan(plan, trigger, epoch, step, segments)
         hold = (epoch, step) in self.holds
         while True:
             try:
@@ -178,6 +196,43 @@ class ScriptedSession:
                 if plan != self.plan:
                     yield from self._switch(plan, "user", f"user override to {plan.label}", None)
                     segments.append({"plan": plan.to_dict(), "steps": 0, "actual_s": 0.0})
+                    if not self.pinned and self.config.adapt != "off":
+                        self.pinned = True
+                        yield ev.AgentStepped(self.run_id, "act", PINNED, None, {"adapt": "pinned"}, at=AT)
+            elif kind == "release":
+                yield from self._hand_back(epoch, step, segments)
+
+    def _hand_back(self, epoch: int, step: int, segments: list[dict[str, Any]]) -> Iterator[ev.Event]:
+        """The core's ClosedLoop.release: the agent decides again; here it takes its own plan back."""
+        if self.config.adapt == "off":
+            text = "nothing to hand back: adaptation is off for this run"
+        elif not self.pinned:
+            text = "the run is already the agent's: nothing pinned it"
+        else:
+            text = "you handed the run back: the agent decides again"
+        yield ev.AgentStepped(self.run_id, "act", text, None, {}, at=AT)
+        if self.pinned and self.config.adapt != "off":
+            self.pinned = False
+            if self.plan != self.start_plan:
+                yield from self._replan(self.start_plan, "release", epoch, step, segments)
+
+    def _replan(
+        self, plan: Plan, trigger: str, epoch: int, step: int, segments: list[dict[str, Any]]
+    ) -> Iterator[ev.Event]:
+        """The agent moves the run, as the core's closed loop does: its reasoning, then the plan."""
+        seen = "other processes now use 1.0 core(s) (was 0.0)"
+        yield ev.AgentStepped(self.run_id, "observe", seen, None, {"trigger": trigger, "other_cores": 1.0}, at=AT)
+        think = f"{plan.label} is predicted faster for the rest of the run: move"
+        yield ev.AgentStepped(self.run_id, "think", think, None, {"trigger_rule": "replan", "moves": True}, at=AT)
+        act = f"moving to {plan.label} at epoch {epoch}, step {step}"
+        yield ev.AgentStepped(self.run_id, "act", act, None, {"trigger": trigger}, at=AT)
+        cost = 0.0 if self.plan is not None and self.plan.backend == plan.backend == "cpu" else 0.05
+        self.plan = plan
+        yield ev.BackendChosen(
+            self.run_id, plan, None, "replan", f"re-planned ({trigger})", self.predictions.get(plan), cost,
+            trigger=trigger, at=AT,
+        )
+        segments.append({"plan": plan.to_dict(), "steps": 0, "actual_s": 0.0})
 
     def _finish(self, status: str, message: str) -> ev.RunFinished:
         self.finished = ev.RunFinished(self.run_id, status, message, {"status": status, "run_id": self.run_id}, at=AT)

@@ -4,6 +4,10 @@ themes/) at 80x24 and 160x48.
 The session is scripted and held mid-run in epoch 3 after a user override in epoch 2 (so the table
 and chart show a split epoch), and the Hardware panel is fed a fixed list of samples: nothing on
 screen depends on this machine or on timing. Update with `pytest --snapshot-update tests/tui`.
+
+And the end of a longer run at 80x24, once the trace has scrolled past the agent's decision: the
+Run panel's plan line still says who chose the plan (the agent, with its confidence, or the agent's
+re-plan mid-run).
 """
 from __future__ import annotations
 
@@ -11,12 +15,24 @@ from pathlib import Path
 
 import pytest
 
-from trainpilot_tui.app.themes import SHIPPED_THEMES, load_theme_file
+from trainpilot.plans import Plan
+from trainpilot_tui.app.themes import DEFAULT_THEME, SHIPPED_THEMES, load_theme_file
 from trainpilot_tui.app.widgets.core_bars import CoreBars
 from trainpilot_tui.app.widgets.core_bars import layout as core_rows
 
 from .conftest import scripted_app, wait_until
 from .scripted import SessionFactory
+
+
+async def _samples_shown(pilot) -> None:  # type: ignore[no-untyped-def]
+    hardware = pilot.app.main.hardware_panel
+    await wait_until(pilot, lambda: len(hardware.history) == 40, what="all samples")
+    cores = hardware.query_one(CoreBars)
+    await wait_until(
+        pilot,
+        lambda: cores.per_core == hardware.history[-1].per_core and cores.size.height == core_rows(len(cores.per_core), cores.size.width)[2],
+        what="the core bars laid out for the last sample",
+    )
 
 
 async def _settle(pilot, factory: SessionFactory) -> None:  # type: ignore[no-untyped-def]
@@ -39,14 +55,7 @@ async def _settle(pilot, factory: SessionFactory) -> None:  # type: ignore[no-un
         timeout=10,
         what="epoch 2's figures",
     )
-    hardware = main.hardware_panel
-    await wait_until(pilot, lambda: len(hardware.history) == 40, what="all samples")
-    cores = hardware.query_one(CoreBars)
-    await wait_until(
-        pilot,
-        lambda: cores.per_core == hardware.history[-1].per_core and cores.size.height == core_rows(len(cores.per_core), cores.size.width)[2],
-        what="the core bars laid out for the last sample",
-    )
+    await _samples_shown(pilot)
     await pilot.pause()
 
 
@@ -64,3 +73,24 @@ def test_main_screen(snap_compare, theme: str, size: tuple[int, int]) -> None:  
         await _settle(pilot, factory)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("replans", [(), ((16, 5, Plan("cpu", threads=1), "load"),)], ids=["agent", "replan"])
+def test_the_plan_line_outlives_the_trace_at_80x24(snap_compare, replans: tuple) -> None:  # type: ignore[no-untyped-def]
+    factory = SessionFactory(replans=replans)
+    app = scripted_app(factory, epochs=20, theme=DEFAULT_THEME)
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        main = pilot.app.main
+        await wait_until(pilot, lambda: main.run_panel.state == "success", timeout=60, what="the run's end")
+        trace = main.agent_panel
+        await wait_until(pilot, lambda: trace.scroll_y == trace.max_scroll_y > 0, what="the trace at its newest entry")
+        await _samples_shown(pilot)
+        await pilot.pause()
+        shown = [trace.render_line(y).text for y in range(trace.scrollable_content_region.height)]
+        assert not any("confidence" in line for line in shown)  # the decision has scrolled out of the trace
+        plan = main.run_panel.query_one("#run-plan").content.plain
+        expected = "plan cpu 1t · replan (load) at epoch 16" if replans else "plan cpu 2t · agent · confidence 0.80"
+        assert plan == expected
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

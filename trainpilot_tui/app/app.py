@@ -4,8 +4,8 @@ control state (is a run streaming, is it paused, what to do once it has stopped)
 Workers produce, messages carry, handlers mutate: the session worker iterates
 `session.events()` and posts one message per event to the main screen; the screen's handlers update
 the panels; the messages then bubble here, where only control state changes. Keys call the session's
-thread-safe steering methods (`override_backend`, `pause`, `resume`, `request_stop`); the core
-answers on the event stream, so the screen has one source of truth.
+thread-safe steering methods (`override_backend`, `release`, `pause`, `resume`, `request_stop`); the
+core answers on the event stream, so the screen has one source of truth.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from trainpilot.plans import Availability, Plan
 from trainpilot.run.session import SessionConfig
 
 from . import messages as msg
+from .decision import adaptation_off, is_hand_back
 from .pace import Pace
 from .sampling import live_samples, stream_samples
 from .screens import BackendChooser, ConfirmQuit, MainScreen, RunPicker
@@ -52,6 +53,8 @@ SETTLE_MEASURE_S = 0.75
 # One key per backend. Footer space is short at 80 columns, so these are in the command palette,
 # the chooser (as hints) and the keys panel, while the footer shows the chooser key.
 BACKEND_KEYS = {"cpu": "c", "ane": "a", "mps": "m", "cuda": "g"}
+# Hands an overridden (pinned) run back to the agent; in the footer only while that would do something.
+RELEASE_KEY = "h"
 
 
 _frozen = False
@@ -85,6 +88,7 @@ class Session(Protocol):
         memory_format: str | None = None,
         precision: str | None = None,
     ) -> Availability: ...
+    def release(self) -> None: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...
     def request_stop(self, reason: str = "user") -> None: ...
@@ -107,6 +111,7 @@ class TrainPilotApp(App[int]):
     CSS_PATH = "app.tcss"
     BINDINGS = [
         Binding("o", "choose_backend", "Override"),
+        Binding(RELEASE_KEY, "release", "Hand back"),
         Binding("p", "pause", "Pause"),
         Binding("p", "resume", "Resume"),
         Binding("n", "new_run", "New run"),
@@ -120,6 +125,8 @@ class TrainPilotApp(App[int]):
     running: reactive[bool] = reactive(False, bindings=True)  # a session is streaming events
     paused: reactive[bool] = reactive(False, bindings=True)
     stopping: reactive[bool] = reactive(False, bindings=True)
+    pinned: reactive[bool] = reactive(False, bindings=True)  # the user's plan: the agent does not move it
+    adapting: reactive[bool] = reactive(True, bindings=True)  # the agent may move this run (--adapt on | verify)
 
     def __init__(
         self,
@@ -151,7 +158,7 @@ class TrainPilotApp(App[int]):
         self._waiting: Session | None = None  # made, keys reach it, but it starts once settled
         self.session: Session | None = None
         self._told_interval_s: float | None = None  # the progress interval the session was last told
-        self._main = MainScreen(self.pace)
+        self._main = MainScreen(self.pace, release_key=RELEASE_KEY)
         self.last_status: str | None = None  # success | interrupted | failed of the last run
         self._after_stop: SessionConfig | str | None = None  # "quit" or the next run's config
         self.theme_errors: list[str] = []
@@ -225,6 +232,7 @@ class TrainPilotApp(App[int]):
             return
         self.session = session
         self.running, self.paused, self.stopping = True, False, False
+        self.pinned, self.adapting = False, True
         if self._settled_done:
             self._begin_stream(session)
         else:  # the session exists (pause, stop, override queue up in it); it runs once settled
@@ -264,6 +272,7 @@ class TrainPilotApp(App[int]):
 
     def on_backend_chosen(self, message: msg.BackendChosen) -> None:
         freeze_startup_objects()
+        self.pinned = message.event.source == "user"
         self._tell_pace(self.pace.interval_for(message.event.plan))
 
     def _tell_pace(self, interval_s: float) -> None:
@@ -275,6 +284,12 @@ class TrainPilotApp(App[int]):
         if pace is not None and self.running and interval_s != self._told_interval_s:
             self._told_interval_s = interval_s
             pace(interval_s)
+
+    def on_agent_stepped(self, message: msg.AgentStepped) -> None:
+        if is_hand_back(message.event):
+            self.pinned = False
+        elif adaptation_off(message.event):
+            self.adapting = False
 
     def on_session_paused(self) -> None:
         self.paused = True
@@ -318,6 +333,8 @@ class TrainPilotApp(App[int]):
             return live and self.paused
         if action in ("choose_backend", "override"):
             return True if live else None  # shown, greyed out, between runs
+        if action == "release":
+            return live and self.pinned and self.adapting
         return True
 
     def action_override(
@@ -368,6 +385,14 @@ class TrainPilotApp(App[int]):
                 self.action_override(*choice)
 
         self.push_screen(BackendChooser(self.main.book.plan_options(), self.main.book.current, BACKEND_KEYS), chosen)
+
+    def action_release(self) -> None:
+        """Hand an overridden run back to the agent: at the next step boundary it decides again and
+        moves the run when that pays; the core says so on the event stream."""
+        if self.session is None or not self.running or self.stopping:
+            return
+        self.session.release()
+        self.notify("The agent decides again at the next step boundary.", title="Handed back")
 
     def action_pause(self) -> None:
         if self.session is not None:
@@ -446,6 +471,9 @@ class TrainPilotApp(App[int]):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         if self.running and not self.stopping:
+            if self.pinned and self.adapting:
+                why = f"It decides again and moves the run when that pays ({RELEASE_KEY})"
+                yield SystemCommand("Hand the run back to the agent", why, self.action_release)
             yield SystemCommand("Override backend…", "Pick the plan to move the run to, with each plan's prediction (o)", self.action_choose_backend)
             for name, key in BACKEND_KEYS.items():
                 yield SystemCommand(f"Override: move the run to {name}", f"Applies at the next step boundary ({key})", partial(self.action_override, name))

@@ -92,6 +92,9 @@ def _chosen(event: ev.BackendChosen) -> TraceEntry:
         return TraceEntry("act", f"user override -> {label}; predicted switch cost {cost}{remaining}", "user")
     if event.source == "fallback":
         return TraceEntry("act", f"fallback to {label}: {event.reason}", "fallback")
+    if event.source == "replan":  # the agent moved the run mid-way (closed loop); its reasons come just before
+        why = f": {event.trigger}" if event.trigger else ""
+        return TraceEntry("act", f"train on {label} (re-planned{why}){remaining}", "decision")
     if event.source == "resume":
         return TraceEntry("act", f"train on {label} ({event.reason}){remaining}", "act")
     return TraceEntry("act", f"train on {label} (agent{_confidence(event.confidence)}){remaining}", "act")

@@ -18,6 +18,7 @@ from trainpilot import events as ev
 from trainpilot.plans import Plan
 
 from .. import messages as msg
+from ..decision import Decision, adaptation_off, is_hand_back
 from ..pace import Pace
 from ..plan_book import PlanBook
 from ..trace import TraceEntry, entries_for
@@ -32,7 +33,7 @@ class MainScreen(Screen[None]):
     class Ready(Message):
         """The panels exist: the app may start streaming into them."""
 
-    def __init__(self, pace: Pace | None = None) -> None:
+    def __init__(self, pace: Pace | None = None, release_key: str | None = None) -> None:
         """`pace`: how often to paint (pace.py), followed as it changes. Step progress is painted
         with each hardware sample (or after two intervals when no sample comes), the per-epoch
         figures with the first sample at least `figures_interval_s` after they were last painted.
@@ -41,9 +42,11 @@ class MainScreen(Screen[None]):
         of frames a second and a good part of a core, taken from the training it shows
         (benchmarks/tui_overhead.py; measured: docs/app.md#the-apps-own-load,
         docs/measurements.md#cited-in-the-code-the-app). Painted at the refresh rate the figures read
-        the same."""
+        the same. `release_key`: the app's key that hands an overridden run back to the agent,
+        named on the Run panel's plan line."""
         super().__init__()
         self.pace = pace or Pace(2.0)
+        self.release_key = release_key
         self.book = PlanBook()
         self._progress: ev.StepProgressed | None = None  # newest, not yet shown
         self._paced: list[msg.SessionMessage] = []  # per-epoch messages not yet shown, in order
@@ -94,6 +97,7 @@ class MainScreen(Screen[None]):
         self._paint(everything=True)  # the last run's figures still waiting go out under that run
         self.book = PlanBook(availability=dict(self.book.availability))
         self.run_panel.reset()
+        self.run_panel.release_key = self.release_key  # until the run says its plan stays put
         self.hardware_panel.backends = self.book.backend_states()
 
     def show_stopping(self, reason: str) -> None:
@@ -153,12 +157,19 @@ class MainScreen(Screen[None]):
         self.book.update(message.event)
         self.hardware_panel.backends = self.book.backend_states()
         self.run_panel.plan = message.event.plan
+        self.run_panel.decision = Decision.of(message.event, self._epoch_now() if self.run_panel.decision else None)
         self.run_panel.remaining_range = (message.event.predicted_low_s, message.event.predicted_high_s)
         self.run_panel.predicted_remaining = message.event.predicted_s
         if self.run_panel.state == "starting":
             self.run_panel.state = "running"
         self._trace(message.event)
         self._follow_pace(message.event.plan)
+
+    def _epoch_now(self) -> int:
+        """The epoch in progress: every epoch timed before the event in hand is painted by now."""
+        panel = self.run_panel
+        done = panel.epochs[-1].epoch if panel.epochs else getattr(panel.started, "resumed_from_epoch", 0) or 0
+        return done + 1
 
     def on_override_refused(self, message: msg.OverrideRefused) -> None:
         self._paint(everything=True)  # what waits first: the trace keeps the core's order
@@ -209,6 +220,7 @@ class MainScreen(Screen[None]):
                 epochs.append(message.event)
             elif isinstance(message, msg.AgentStepped):
                 self.book.update(message.event)
+                self._follow_adaptation(message.event)
             elif isinstance(message, msg.CheckpointSaved) and self.run_panel.state not in ("stopping",):
                 self.run_panel.message = f"checkpoint after epoch {message.event.epoch}"
             trace.extend(entries_for(message.event))
@@ -218,6 +230,14 @@ class MainScreen(Screen[None]):
             self.run_panel.epochs = (*self.run_panel.epochs, *epochs)
         self.agent_panel.add(trace)  # one mount for the whole batch: one layout, not one per line
         self._progress_shown_at = now
+
+    def _follow_adaptation(self, event: ev.AgentStepped) -> None:
+        """The pinned plan line follows what the core says of the closed loop."""
+        panel = self.run_panel
+        if is_hand_back(event) and panel.decision is not None:
+            panel.decision = panel.decision.handed_back()  # a move, if the agent makes one, follows
+        elif adaptation_off(event):
+            panel.release_key = None
 
     def on_epoch_timed(self, message: msg.EpochTimed) -> None:
         self._pace(message)
@@ -239,6 +259,7 @@ class MainScreen(Screen[None]):
         self._paint(everything=True)
         self.run_panel.state = message.event.status
         self.run_panel.message = message.event.message
+        self.run_panel.release_key = None  # nothing left to hand back
         self._trace(message.event)
         self._follow_pace(None)  # between runs nothing trains: the app's own rate again
 
@@ -250,5 +271,6 @@ class MainScreen(Screen[None]):
         self._paint(everything=True)  # what waits first: the trace keeps the core's order
         self.run_panel.state = "failed"
         self.run_panel.message = message.error
+        self.run_panel.release_key = None
         self.note(TraceEntry("run", f"the session stopped unexpectedly: {message.error}", "failed"))
         self._follow_pace(None)

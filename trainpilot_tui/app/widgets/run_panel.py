@@ -1,6 +1,9 @@
 """The Run panel: what is training where, progress with the ETA from the prediction, and per-epoch
 loss, accuracy and predicted vs actual time (table and chart).
 
+The plan and who chose it (decision.py) has a line of its own under the status line, outside the
+part that scrolls, so it stays on screen however long the run and the trace grow.
+
 Reactive state only; the screen's message handlers set it.
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ from trainpilot import events as ev
 from trainpilot.plans import Plan
 
 from .. import format as fmt
+from ..decision import Decision, plan_line
 from ..styles import tcss_beside
 from .epoch_table import EpochTable
 from .pva_chart import PvaChart
@@ -37,12 +41,14 @@ class RunPanel(Vertical):
 
     started: reactive[ev.SessionStarted | None] = reactive(None, repaint=False)
     progress: reactive[ev.StepProgressed | None] = reactive(None, repaint=False)
-    plan: reactive[Plan | None] = reactive(None, repaint=False)
+    plan: reactive[Plan | None] = reactive(None, repaint=False)  # in effect; the plan line draws `decision`
     predicted_remaining: reactive[float | None] = reactive(None, repaint=False)
     remaining_range: tuple[float | None, float | None] = (None, None)  # its 80 % interval, set with it
     epochs: reactive[tuple[ev.EpochTimed, ...]] = reactive(tuple, repaint=False)
     state: reactive[str] = reactive("starting", repaint=False)
     message: reactive[str] = reactive("", repaint=False)
+    decision: reactive[Decision | None] = reactive(None, repaint=False)
+    release_key: reactive[str | None] = reactive(None, repaint=False)  # None: handing back does nothing
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="progress-row"):
@@ -50,16 +56,20 @@ class RunPanel(Vertical):
             yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="step-bar")
             yield Readout(id="step-label")
         yield Readout(id="run-status")
+        yield Readout(id="run-plan")
         with Container(id="pva"):
             yield EpochTable(id="epoch-table")
             yield PvaChart(id="pva-chart")
 
     def on_mount(self) -> None:
         self.border_title = "Run"
-        self._epoch_label, self._step_label, self._status = (self.query_one(f"#{name}", Readout) for name in ("epoch-label", "step-label", "run-status"))
+        self._epoch_label, self._step_label, self._status, self._plan_line = (
+            self.query_one(f"#{name}", Readout) for name in ("epoch-label", "step-label", "run-status", "run-plan")
+        )
         self._bar = self.query_one("#step-bar", ProgressBar)
         self._show_progress()
         self._show_status()
+        self._show_plan()
 
     def reset(self) -> None:
         """A new session starts: forget the previous run's figures."""
@@ -70,6 +80,7 @@ class RunPanel(Vertical):
         self.epochs = ()
         self.state = "starting"
         self.message = ""
+        self.decision = None
 
     # ---------------------------------------------------------------- watchers
 
@@ -95,8 +106,14 @@ class RunPanel(Vertical):
         self.query_one(PvaChart).epochs = epochs
         self._show_status()
 
-    def watch_plan(self) -> None:
-        self._show_status()
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._show_plan)  # the plan line's own width is known once laid out
+
+    def watch_decision(self) -> None:
+        self._show_plan()
+
+    def watch_release_key(self) -> None:
+        self._show_plan()
 
     def watch_predicted_remaining(self) -> None:
         self._show_status()
@@ -123,13 +140,12 @@ class RunPanel(Vertical):
         self._step_label.update(f"{p.step}/{p.steps_per_epoch}")
 
     def _show_status(self) -> None:
-        """One line, most important first: state, plan, ETA, loss, then the latest note."""
+        """One line, most important first: state, ETA, loss, then the latest note (the plan has
+        its own line)."""
         parts: list[Content | str | tuple[str, str]] = [(self.state, STATUS_STYLE.get(self.state, ""))]
         if self.state == "starting":
             doing = "the agent observes the machine and plans (trace below)" if self.started else "loading the model and the data"
             parts.append((f": {doing}", "$text-muted"))
-        if self.plan is not None:
-            parts += [" on ", (self.plan.label, "bold")]
         p = self.progress
         if self.state in ("running", "paused"):
             eta, (low, high) = (p.eta_s, (p.eta_low_s, p.eta_high_s)) if p is not None else (self.predicted_remaining, self.remaining_range)
@@ -140,3 +156,7 @@ class RunPanel(Vertical):
         if self.message:
             parts.append((f" · {self.message}", "$text-muted"))
         self._status.update(Content.assemble(*parts))
+
+    def _show_plan(self) -> None:
+        width = self._plan_line.content_size.width or None  # before the first layout: the full form
+        self._plan_line.update(plan_line(self.decision, self.release_key, width))
