@@ -210,7 +210,8 @@ class ScriptedSession:
             text = "the run is already the agent's: nothing pinned it"
         else:
             text = "you handed the run back: the agent decides again"
-        yield ev.AgentStepped(self.run_id, "act", text, None, {}, at=AT)
+        data = {"adapt": "released"} if text.startswith("you handed") else {}
+        yield ev.AgentStepped(self.run_id, "act", text, None, data, at=AT)
         if self.pinned and self.config.adapt != "off":
             self.pinned = False
             if self.plan != self.start_plan:

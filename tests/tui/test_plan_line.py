@@ -52,7 +52,7 @@ def test_the_core_says_when_the_run_is_handed_back_or_never_moves() -> None:
     def act(text: str, **data: str) -> ev.AgentStepped:
         return ev.AgentStepped("r", "act", text, None, data, at=0.0)
 
-    assert is_hand_back(act("you handed the run back: the agent decides again"))
+    assert is_hand_back(act("you handed the run back: the agent decides again", adapt="released"))
     assert not is_hand_back(act("the run is already the agent's: nothing pinned it"))
     assert adaptation_off(act("adaptation off (--adapt off): ...", adapt="off"))
     assert not adaptation_off(act(PINNED, adapt="pinned"))

@@ -27,10 +27,6 @@ SOURCE_STYLE = {
     "user": "bold $warning",
     "fallback": "bold $error",
 }
-# The core's acknowledgement of a hand back (ClosedLoop.release): the agent decides again.
-HANDED_BACK = "you handed the run back"
-
-
 @dataclass(frozen=True)
 class Decision:
     """The plan in effect and where it came from. `source`: a BackendChosen's (agent | user |
@@ -52,9 +48,9 @@ class Decision:
 
 
 def is_hand_back(event: ev.Event) -> bool:
-    """The core's "you handed the run back: the agent decides again" (its data carries no marker,
-    so the wording is the signal; a move that follows comes as a BackendChosen, source replan)."""
-    return isinstance(event, ev.AgentStepped) and event.phase == "act" and event.text.startswith(HANDED_BACK)
+    """The core's "you handed the run back" step (`data["adapt"] == "released"`; a move that
+    follows comes as a BackendChosen, source replan)."""
+    return isinstance(event, ev.AgentStepped) and event.phase == "act" and event.data.get("adapt") == "released"
 
 
 def adaptation_off(event: ev.Event) -> bool:

@@ -178,7 +178,9 @@ class ClosedLoop:
             yield ev.AgentStepped(s.run_id, "act", "the run is already the agent's: nothing pinned it", None, {})
             return
         self.pinned = None
-        yield ev.AgentStepped(s.run_id, "act", "you handed the run back: the agent decides again", None, {})
+        yield ev.AgentStepped(
+            s.run_id, "act", "you handed the run back: the agent decides again", None, {"adapt": "released"}
+        )
         if self.mode == "on":
             step = self.pace or self._predicted_step(s.plan, self.load)  # type: ignore[arg-type]
             if step:
