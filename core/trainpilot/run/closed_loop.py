@@ -182,9 +182,10 @@ class ClosedLoop:
             s.run_id, "act", "you handed the run back: the agent decides again", None, {"adapt": "released"}
         )
         if self.mode == "on":
+            measured = self.pace is not None
             step = self.pace or self._predicted_step(s.plan, self.load)  # type: ignore[arg-type]
             if step:
-                yield from self._rethink("release", self.last_others, step, segments)
+                yield from self._rethink("release", self.last_others, step, segments, measured=measured)
 
     def at_boundary(self, segments: list[Segment]) -> Iterator[ev.Event]:
         if not self.active or self.s.trains_whole_epochs():
@@ -339,7 +340,9 @@ class ClosedLoop:
 
     # ---------------------------------------------------------------- re-thinking and moving
 
-    def _rethink(self, trigger: str, others: float, step_s: float, segments: list[Segment]) -> Iterator[ev.Event]:
+    def _rethink(
+        self, trigger: str, others: float, step_s: float, segments: list[Segment], measured: bool = True
+    ) -> Iterator[ev.Event]:
         s = self.s
         current: Plan = s.plan  # type: ignore[assignment]
         load = self._load_sample(others)
@@ -370,7 +373,8 @@ class ClosedLoop:
         yield ev.AgentStepped(s.run_id, "think", decision.text(), None, _think_data(decision))
         self._adopt_load(load, others)
         if decision.moves and decision.best is not None:
-            yield from self._move(decision.best.plan, trigger, decision.text(), step_s, segments)
+            # a move is checked against the pace it left, where that pace was measured
+            yield from self._move(decision.best.plan, trigger, decision.text(), step_s if measured else None, segments)
         else:
             self._reset_pace()
 
@@ -388,7 +392,7 @@ class ClosedLoop:
                 s.forecast.predictions[plan] = prediction
 
     def _move(
-        self, plan: Plan, trigger: str, reason: str, old_step: float, segments: list[Segment]
+        self, plan: Plan, trigger: str, reason: str, old_step: float | None, segments: list[Segment]
     ) -> Iterator[ev.Event]:
         s = self.s
         epoch, step, _ = s.position
@@ -398,7 +402,7 @@ class ClosedLoop:
         )
         yield from s.switcher.switch(plan, "replan", reason, None, self.load, trigger=trigger)
         self._moved(old, segments)
-        if trigger != "verify":
+        if trigger != "verify" and old_step is not None:
             self._after_move = (old, old_step, trigger)
 
     def _moved(self, old: Plan, segments: list[Segment]) -> None:
