@@ -3,6 +3,7 @@ on the same model, the same data and the same thread count, measured in one run.
 
     python benchmarks/overhead.py                       # small_cnn, the bundled 2,400-sample demo set, all usable CPUs
     python benchmarks/overhead.py --model mlp --threads 1 --repeats 4
+    python benchmarks/overhead.py --adapt off           # the session without its closed loop's watch
 
 TrainPilot's epoch is the wall time from one `EpochTimed` event of a real `TrainingSession` to the
 next, as `trainpilot headless run` iterates them: the training steps with everything the session
@@ -48,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=usable_cpus(), help="CPU threads for both (default: all usable CPUs, the agent's idle choice here)")
     parser.add_argument("--epochs", type=int, default=12, help="epochs per run of each; the first is a warm-up")
     parser.add_argument("--repeats", type=int, default=3, help="runs (a fresh session and a fresh bare loop each)")
+    parser.add_argument("--adapt", choices=("on", "verify", "off"), default="on",
+                        help="the session's closed loop: its plan is pinned, so on it only watches (what differs is the watch)")
     args = parser.parse_args(argv)
     if args.epochs < 2 or args.repeats < 1 or args.threads < 1:
         parser.error("--epochs must be at least 2, --repeats and --threads at least 1")
@@ -94,12 +97,14 @@ class BareLoop:
 class PilotRun:
     """A real session on a fixed CPU plan, one epoch (EpochTimed to EpochTimed) per call."""
 
-    def __init__(self, dataset: Any, *, model: str, epochs: int, batch_size: int, lr: float, threads: int, seed: int):
+    def __init__(self, dataset: Any, *, model: str, epochs: int, batch_size: int, lr: float, threads: int, seed: int,
+                 adapt: str = "on"):
         from trainpilot import events as ev
         from trainpilot.run.session import SessionConfig, TrainingSession
 
         self.ev = ev
-        config = SessionConfig(model=model, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend="cpu", threads=threads)
+        config = SessionConfig(model=model, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend="cpu", threads=threads,
+                               adapt=adapt)
         self.session = TrainingSession(config, dataset=dataset)
         self._events = self.session.events()
         for event in self._events:  # observing and planning are not an epoch's cost
@@ -137,12 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     params = sum(p.numel() for p in build_model(args.model, dataset.sample_shape, dataset.num_classes).parameters())
     steps = -(-len(train) // args.batch_size)
     print(f"model {args.model} ({params:,} params), {len(train)} training / {len(val)} validation samples, batch {args.batch_size},"
-          f" {steps} steps per epoch, {args.threads} thread(s), torch {torch.__version__}; {args.repeats} run(s) of"
+          f" {steps} steps per epoch, {args.threads} thread(s), adapt {args.adapt}, torch {torch.__version__}; {args.repeats} run(s) of"
           f" {args.epochs} epochs each, TrainPilot's and the bare loop's epochs in turn, the first of each run not counted", flush=True)
     bare: list[float] = []
     pilot: list[float] = []
     for rep in range(args.repeats):
-        session = PilotRun(dataset, model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=lr, threads=args.threads, seed=seed)
+        session = PilotRun(dataset, model=args.model, epochs=args.epochs, batch_size=args.batch_size, lr=lr, threads=args.threads, seed=seed,
+                           adapt=args.adapt)
         seed_everything(seed)
         loop = BareLoop(build_model(args.model, dataset.sample_shape, dataset.num_classes), train, val,
                         batch_size=args.batch_size, lr=lr, threads=args.threads, seed=seed)
