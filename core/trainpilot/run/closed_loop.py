@@ -40,6 +40,7 @@ LOAD_SUSTAIN = 2  # windows (about a second)
 PACE_RATIO = 1.4  # beyond the 10-30 % a single window moves on a shared machine
 PACE_SUSTAIN = 3  # windows
 SETTLE_WINDOWS = 2  # windows of a plan's steps that set its pace
+NEAR_TIE_MISS = 1.25  # a runner-up predicted within this of the chosen plan's measured step is worth a trial
 MOVE_BACK = 1.10  # a move whose new plan steps this much slower than the old one did is undone
 ADAPT_MODES = ("on", "verify", "off")
 
@@ -501,7 +502,9 @@ class ClosedLoop:
         plan, step, low = best
         _low, high = self._predicted_step_bounds()
         assert self.pace is not None
-        if low <= max(high or 0.0, self.pace):
+        # the runner-up's interval reaches the chosen plan's, or its measured step; or the runner-up
+        # is predicted within a cold prediction's usual miss of what the chosen plan measured
+        if low <= max(high or 0.0, self.pace) or step <= NEAR_TIE_MISS * self.pace:
             return plan, step
         return None
 
