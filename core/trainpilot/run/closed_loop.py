@@ -66,6 +66,7 @@ class ClosedLoop:
         self.load: Any = None  # the UtilizationSample the current plan's predictions are made for
         self.load_base = 0.0  # other processes' cores the current plan was chosen under
         self.last_others = 0.0  # other processes' cores in the latest window
+        self._recent: list[Window] = []  # the latest windows, for a hand back (the settled pace may be old)
         self._load_streak: list[Window] = []
         self._pace_streak: list[Window] = []
         self._settling: list[Window] = []
@@ -92,6 +93,7 @@ class ClosedLoop:
         self.load = load
         self.load_base = max(float(getattr(load, "busy_cores", 0.0)) - float(getattr(load, "ui_cores", 0.0)), 0.0)
         self.last_others = self.load_base
+        self._recent = []
         why_not = self._why_off(source)
         if why_not:
             yield ev.AgentStepped(s.run_id, "act", why_not, None, {"adapt": self.mode})
@@ -149,6 +151,7 @@ class ClosedLoop:
             self.tried = True
         self.watch.moved()
         self._reset_pace()
+        self._recent = []
         self._after_move = None
         if self.mode != "off" and self.pinned is None:
             self.pinned = "your override"
@@ -183,8 +186,9 @@ class ClosedLoop:
             s.run_id, "act", "you handed the run back: the agent decides again", None, {"adapt": "released"}
         )
         if self.mode == "on":
-            measured = self.pace is not None
-            step = self.pace or self._predicted_step(s.plan, self.load)  # type: ignore[arg-type]
+            recent = _median_step(self._recent)  # the pace now: the load may have changed while pinned
+            measured = recent is not None
+            step = recent or self._predicted_step(s.plan, self.load)  # type: ignore[arg-type]
             if step:
                 yield from self._rethink("release", self.last_others, step, segments, measured=measured)
 
@@ -198,6 +202,7 @@ class ClosedLoop:
         if window is None:
             return
         self.last_others = window.others
+        self._recent = [*self._recent[-(LOAD_SUSTAIN - 1) :], window]
         load_change = self._load_changed(window)
         if self.trial is not None:
             if load_change is not None:
@@ -355,12 +360,15 @@ class ClosedLoop:
         for plan in self._candidates():
             if plan in self.refuted:
                 continue
-            step = self.measured.get((plan, round(others)))
-            if step is None:
-                predicted = self._predicted_step(plan, load)
-                step = predicted * self.bias if predicted is not None else None
-            if step is not None:
-                options.append(Option(plan, step, self._move_cost(plan, step), (plan, round(others)) in self.measured))
+            # The more hopeful of what the run measured of it under this load and its scaled
+            # prediction: a measurement can be stale (a run's first seconds are slow), and a move
+            # that does not pay is found and undone within seconds (_check_move), so hope is cheap.
+            seen = self.measured.get((plan, round(others)))
+            predicted = self._predicted_step(plan, load)
+            guesses = [g for g in (seen, predicted * self.bias if predicted is not None else None) if g is not None]
+            if guesses:
+                step = min(guesses)
+                options.append(Option(plan, step, self._move_cost(plan, step), step == seen))
         decision = rethink(current, step_s, remaining, options)
         pace_text = f"; steps run {step_s / predicted_before:.1f}x their prediction" if predicted_before else ""
         if trigger == "pace":
@@ -413,6 +421,7 @@ class ClosedLoop:
         segments.append(Segment(s.plan))  # type: ignore[arg-type]
         self.watch.moved()
         self._reset_pace()
+        self._recent = []
 
     def _check_move(self, segments: list[Segment]) -> Iterator[ev.Event]:
         """The new plan's pace has settled: keep the move if it paid, else move back."""

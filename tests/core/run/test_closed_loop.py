@@ -28,6 +28,12 @@ def long_run(**options) -> TrainingSession:
     return TrainingSession(SessionConfig(**config))
 
 
+def describe(event) -> str:
+    if isinstance(event, ev.BackendChosen):
+        return f"chosen {event.plan.label} ({event.source}, {event.trigger})"
+    return f"{event.phase} {event.text}"
+
+
 def replans(events, trigger=None):
     return [e for e in events if isinstance(e, ev.BackendChosen) and e.source == "replan" and (trigger is None or e.trigger == trigger)]
 
@@ -64,9 +70,10 @@ def test_a_busy_core_moves_the_run_to_fewer_threads_and_its_leaving_moves_it_bac
             load.stop()
     if load is None and moved_off is None:
         pytest.skip("other work kept this machine busy: the agent never ran on every thread to be moved off it")
-    assert moved_off is not None, [e.text for e in seen if isinstance(e, ev.AgentStepped)][-8:]
+    assert moved_off is not None, "\n".join(describe(e) for e in seen if isinstance(e, (ev.AgentStepped, ev.BackendChosen)))
     assert moved_off.plan.threads < CORES
-    assert moved_back is not None and moved_back.plan.threads == CORES
+    trace = [describe(e) for e in seen if isinstance(e, (ev.AgentStepped, ev.BackendChosen))][-25:]
+    assert moved_back is not None and moved_back.plan.threads == CORES, "\n".join(trace)
     result = seen[-1].result
     rows = [c for c in result["plan_changes"] if c.get("trigger") == "load"]
     assert len(rows) >= 2 and all(c["source"] == "replan" and c["reason"] for c in rows)
@@ -100,18 +107,23 @@ def test_the_losses_across_agent_moves_match_an_unmoved_run():
     with BusyLoad(max(1, CORES - 1), settle_s=0):
         for event in moved.events():
             events.append(event)
-    loads = replans(events, "load")
-    static = TrainingSession(SessionConfig(model="large_dense", epochs=6, record_history=False, adapt="off", threads=CORES))
-    reference = list(static.events())[-1].result
     result = events[-1].result
-    assert result["status"] == "success" and reference["status"] == "success"
-    if not loads and not replans(events):
+    assert result["status"] == "success"
+    if not replans(events):
         pytest.skip("the agent did not move this run (the load came and went before it could): nothing to compare")
+
+    def losses(threads: int) -> list[float]:
+        config = SessionConfig(model="large_dense", epochs=6, record_history=False, adapt="off", threads=threads)
+        out = list(TrainingSession(config).events())[-1].result
+        assert out["status"] == "success"
+        return [e["loss"] for e in out["epochs"]]
+
+    # The float tolerance is the machine's own: 1 and 2 threads add in another order, and the runs
+    # drift apart by rounding alone. A move must stay within that, never follow another trajectory.
+    one, every = losses(1), losses(CORES)
+    rounding = max(abs(a - b) / abs(b) for a, b in zip(one, every))
     got = [e["loss"] for e in result["epochs"]]
-    want = [e["loss"] for e in reference["epochs"]]
-    # 1 and 2 threads add in another order: float rounding, never another trajectory
-    assert got == pytest.approx(want, rel=1e-4)
-    assert result["val_accuracy"] == pytest.approx(reference["val_accuracy"], abs=0.01)
+    assert got == pytest.approx(every, rel=max(3 * rounding, 1e-5))
 
 
 def test_an_override_pins_the_plan_under_load_and_a_release_hands_it_back():
