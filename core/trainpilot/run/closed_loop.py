@@ -363,12 +363,12 @@ class ClosedLoop:
             # The more hopeful of what the run measured of it under this load and its scaled
             # prediction: a measurement can be stale (a run's first seconds are slow), and a move
             # that does not pay is found and undone within seconds (_check_move), so hope is cheap.
-            seen = self.measured.get((plan, round(others)))
+            met = self.measured.get((plan, round(others)))
             predicted = self._predicted_step(plan, load)
-            guesses = [g for g in (seen, predicted * self.bias if predicted is not None else None) if g is not None]
+            guesses = [g for g in (met, predicted * self.bias if predicted is not None else None) if g is not None]
             if guesses:
                 step = min(guesses)
-                options.append(Option(plan, step, self._move_cost(plan, step), step == seen))
+                options.append(Option(plan, step, self._move_cost(plan, step), step == met))
         decision = rethink(current, step_s, remaining, options)
         pace_text = f"; steps run {step_s / predicted_before:.1f}x their prediction" if predicted_before else ""
         if trigger == "pace":
