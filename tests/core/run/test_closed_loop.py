@@ -18,7 +18,7 @@ CORES = usable_cpus()
 pytestmark = pytest.mark.skipif(CORES < 2, reason="a thread count to move between needs two cores")
 
 
-GIVE_UP = 80  # epochs (~50 s here): a run that has not shown the state by then stops, and the test says why
+GIVE_UP = 40  # epochs (~25 s here): a run that has not shown the state by then stops, and the test says why
 
 
 def long_run(**options) -> TrainingSession:
@@ -38,12 +38,15 @@ def replans(events, trigger=None):
     return [e for e in events if isinstance(e, ev.BackendChosen) and e.source == "replan" and (trigger is None or e.trigger == trigger)]
 
 
-def test_a_busy_core_moves_the_run_to_fewer_threads_and_its_leaving_moves_it_back():
+def busy_core_scenario():
+    """One run: the load arrives on the agent's idle plan, leaves once the agent has answered it,
+    and the run stops once the agent has answered that too (or at GIVE_UP)."""
     session = long_run()
     session.override_backend("cpu", threads=CORES)  # start on every thread, the agent's idle choice here ...
     session.release()  # ... and hand it straight back: the agent owns the run from the first step
     seen: list[ev.Event] = []
     load: BusyLoad | None = None
+    loaded = False
     moved_off = moved_back = None
     try:
         for event in session.events():
@@ -57,7 +60,7 @@ def test_a_busy_core_moves_the_run_to_fewer_threads_and_its_leaving_moves_it_bac
                 and event.epoch >= 3
                 and session.plan.threads == CORES  # the load arrives on the agent's idle plan
             ):
-                load = BusyLoad(max(1, CORES - 1), settle_s=0).__enter__()
+                load, loaded = BusyLoad(max(1, CORES - 1), settle_s=0).__enter__(), True
             if isinstance(event, ev.BackendChosen) and event.source == "replan" and event.trigger == "load":
                 if moved_off is None and load is not None:
                     moved_off = event
@@ -68,12 +71,22 @@ def test_a_busy_core_moves_the_run_to_fewer_threads_and_its_leaving_moves_it_bac
     finally:
         if load is not None:
             load.stop()
-    if load is None and moved_off is None:
+    return session, seen, loaded, moved_off, moved_back
+
+
+def test_a_busy_core_moves_the_run_to_fewer_threads_and_its_leaving_moves_it_back():
+    # A real busy process on a shared 2-core machine: one run in a few meets a burst from elsewhere
+    # that hides a change. A second run settles it; both failing is a failure, with the trace.
+    for _attempt in range(2):
+        _session, seen, loaded, moved_off, moved_back = busy_core_scenario()
+        if moved_off is not None and moved_back is not None:
+            break
+    if not loaded and moved_off is None:
         pytest.skip("other work kept this machine busy: the agent never ran on every thread to be moved off it")
-    assert moved_off is not None, "\n".join(describe(e) for e in seen if isinstance(e, (ev.AgentStepped, ev.BackendChosen)))
+    trace = "\n".join(describe(e) for e in seen if isinstance(e, (ev.AgentStepped, ev.BackendChosen)))
+    assert moved_off is not None, trace
     assert moved_off.plan.threads < CORES
-    trace = [describe(e) for e in seen if isinstance(e, (ev.AgentStepped, ev.BackendChosen))][-25:]
-    assert moved_back is not None and moved_back.plan.threads == CORES, "\n".join(trace)
+    assert moved_back is not None and moved_back.plan.threads == CORES, trace
     result = seen[-1].result
     rows = [c for c in result["plan_changes"] if c.get("trigger") == "load"]
     assert len(rows) >= 2 and all(c["source"] == "replan" and c["reason"] for c in rows)
