@@ -291,10 +291,10 @@ class ClosedLoop:
         prediction = self._prediction(plan, load)
         if prediction is None:
             return None
-        per_epoch = prediction.detail.get("per_epoch_s")
-        epochs = max(getattr(self.s.profile, "epochs", 1) or 1, 1)
-        per_epoch = float(per_epoch) if per_epoch is not None else prediction.predicted_s / epochs
-        return per_epoch / self._steps_left()[1]
+        from trainpilot.run.forecast import per_epoch_of
+
+        epochs = getattr(self.s.profile, "epochs", 1) or 1
+        return per_epoch_of(prediction, epochs) / self._steps_left()[1]
 
     def _prediction(self, plan: Plan, load: Any) -> Any:
         s = self.s

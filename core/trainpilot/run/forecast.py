@@ -29,8 +29,7 @@ class RunForecast:
                 self.predictions[plan] = prediction
         if prediction is None or prediction.predicted_s is None:
             return None
-        per_epoch = prediction.detail.get("per_epoch_s")
-        return float(per_epoch) if per_epoch is not None else prediction.predicted_s / max(self.profile.epochs, 1)
+        return per_epoch_of(prediction, self.profile.epochs)
 
     def bounds(self, plan: Plan | None, value_s: float | None) -> tuple[float | None, float | None]:
         """The 80 % interval of a time derived from `plan`'s prediction: the prediction's own
@@ -77,6 +76,12 @@ class RunForecast:
         predicted_done = sum(r["predicted_s"] or 0 for r in records)
         ratio = done / predicted_done if predicted_done > 0 else 1.0
         return per_epoch * remaining_steps / steps_per_epoch * ratio
+
+
+def per_epoch_of(prediction: PlanPrediction, epochs: int) -> float:
+    """A predicted run's epoch: the predictor's own per-epoch figure, else the run over its epochs."""
+    per_epoch = prediction.detail.get("per_epoch_s")
+    return float(per_epoch) if per_epoch is not None else float(prediction.predicted_s or 0.0) / max(epochs, 1)
 
 
 def switch_cost_s(profile: Any, old: Plan, new: Plan) -> float:
