@@ -129,6 +129,29 @@ class Plan:
             parts.append(f"{self.loader_workers} loader worker" + ("s" if self.loader_workers != 1 else ""))
         return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
 
+    @property
+    def short_label(self) -> str:
+        """The plan as a person reads it in a table, a trace line or a panel: 'cpu×2',
+        'cpu×1 · cl · bf16', 'split 1+1 · cl', 'cpu×2 · compiled · 2 loaders', 'cuda:0 · bf16'
+        (cl: channels_last). `label` is the long form --json and --verbose keep."""
+        if self.workers:
+            tokens = (self.mode or "").split("+")
+            if all(t.startswith("cpu:") for t in tokens):  # every worker a CPU share: their threads
+                base = f"{SPLIT} " + "+".join(t.partition(":")[2] or "1" for t in tokens)
+            else:
+                base = f"{SPLIT} " + "+".join(_worker_plan(t).short_label for t in tokens)
+        elif self.backend == "cpu":
+            base = f"cpu×{self.threads}" if self.threads else "cpu"
+        else:
+            base = self.device if self.device and self.device != self.backend else self.backend
+        marks = [
+            self.mode if self.mode and not self.workers else "",
+            "cl" if self.memory_format == CHANNELS_LAST else (self.memory_format or ""),
+            self.precision or "",
+            f"{self.loader_workers} loader" + ("s" if self.loader_workers != 1 else "") if self.loader_workers else "",
+        ]
+        return " · ".join([base, *(m for m in marks if m)])
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
