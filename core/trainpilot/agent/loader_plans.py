@@ -48,4 +48,4 @@ def loader_line(profile: Any) -> str | None:
         return f"{cost}; the job pins {getattr(profile, 'pinned_workers', 0)} DataLoader worker(s)"
     if loader == "in-process":
         return f"{cost}; it stays in the training process (0 workers): {getattr(profile, 'loader_note', '')}"
-    return f"{cost}; each plan is weighed with every DataLoader worker count beside its threads"
+    return f"{cost}; every plan is weighed with each DataLoader worker count"

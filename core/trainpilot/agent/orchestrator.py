@@ -155,14 +155,23 @@ class Agent:
         explain = getattr(self.predictor, "explain", lambda p: p.source)
         power = self.power()
         from trainpilot.agent.loader_plans import loader_line
+        from trainpilot.agent.plan_summary import summarize
         from trainpilot.agent.step_settings import check_native, payback_line, settings_line, settings_reasons
 
         loading = loader_line(profile)
         if loading:
-            self._step("think", loading, data={"load_s_per_batch": getattr(profile, "load_s_per_batch", 0.0)})
+            self._step(
+                "think",
+                loading,
+                data={"load_s_per_batch": getattr(profile, "load_s_per_batch", 0.0), "part": "context"},
+            )
         settings = settings_line(profile, self.memory_format, self.precision)
         if settings:
-            self._step("think", settings, data={"memory_format": self.memory_format, "precision": self.precision})
+            self._step(
+                "think",
+                settings,
+                data={"memory_format": self.memory_format, "precision": self.precision, "part": "context"},
+            )
         epochs = int(getattr(profile, "epochs", 1) or 1)
         for plan, avail in self.candidate_plans(profile):
             if plan.backend == "ane" and avail and not state.get("ane_available", True):
@@ -172,7 +181,7 @@ class Agent:
                 self._step(
                     "think",
                     f"{plan.label}: excluded — {avail.reason}",
-                    data={"plan": plan.to_dict(), "excluded": avail.reason},
+                    data={"plan": plan.to_dict(), "excluded": avail.reason, "part": "plan"},
                 )
             else:
                 prediction = annotate(self.predictor.predict(profile, plan, load), power)  # its energy beside its time
@@ -180,13 +189,13 @@ class Agent:
                     self._step(
                         "think",
                         f"{plan.label}: excluded — {prediction.excluded_reason}",
-                        data={"plan": plan.to_dict(), "excluded": prediction.excluded_reason},
+                        data={"plan": plan.to_dict(), "excluded": prediction.excluded_reason, "part": "plan"},
                     )
                 elif prediction.predicted_s is None:
                     self._step(
                         "think",
                         f"{plan.label}: no time estimate yet ({prediction.detail.get('note', 'uncalibrated')})",
-                        data={"plan": plan.to_dict()},
+                        data={"plan": plan.to_dict(), "part": "plan"},
                     )
                 else:
                     self._step(
@@ -200,6 +209,7 @@ class Agent:
                             else ""
                         ),
                         data={
+                            "part": "plan",
                             "plan": plan.to_dict(),
                             "predicted_s": prediction.predicted_s,
                             "source": prediction.source,
@@ -218,8 +228,10 @@ class Agent:
         decision = choose(
             predictions, self.objective, self.predictor.decide(profile, predictions, load, decision_state)
         )
-        for line in (*decision.reasoning, *settings_reasons(decision.plan, predictions, epochs)):
-            self._step("think", line, decision.confidence)
+        why_settings = settings_reasons(decision.plan, predictions, epochs)
+        for line in (*decision.reasoning, *why_settings):
+            # part: what the decision's summary below says in short, so a compact view leaves the line out
+            self._step("think", line, decision.confidence, {"part": "reason"})
         chosen = next((p for p in predictions if p.plan == decision.plan and p.predicted_s is not None), None)
         predicted = (
             f", predicted {figures_text(chosen) if chosen else fmt_s(decision.predicted_s)}"
@@ -236,6 +248,14 @@ class Agent:
                 "policy": decision.policy,
                 "margin": decision.margin,
                 "objective": self.objective,
+                # what a person reads of it (agent/plan_summary.py): the CLI's table, the app's Agent panel
+                "summary": summarize(
+                    predictions,
+                    decision,
+                    self.objective,
+                    context=[line for line in (loading, settings) if line],
+                    settings_reasons=why_settings,
+                ).to_dict(),
             },
         )
         self.last_plan, self.last_decision = decision.plan, decision

@@ -76,6 +76,7 @@ def _plan_row(p: PlanPrediction, chosen: Decision) -> dict[str, Any]:
     return {
         **p.plan.to_dict(),
         "label": p.plan.label,
+        "short_label": p.plan.short_label,
         "predicted_s": p.predicted_s,
         **_bounds(p),
         "excluded": p.excluded_reason,
@@ -110,6 +111,7 @@ def plan_job(
     """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}.
     `objective`: time | energy | edp, what the choice minimises (energy/objective.py). `job`: the
     user's own trainpilot.Job (or `file.py:make_job`), planned instead of `model` on `dataset`."""
+    from trainpilot.agent.plan_summary import summarize
     from trainpilot.energy import PlanPower, annotate, check_objective, choose, figures_text
     from trainpilot.machine.monitor import measure_load
 
@@ -176,6 +178,7 @@ def plan_job(
             )
             for p in predictions
         ] + list(decision.reasoning)
+        summary = summarize(predictions, decision, objective).to_dict()
     else:
         from trainpilot.agent.orchestrator import Agent, observe_hardware
         from trainpilot.backends import probe
@@ -194,11 +197,13 @@ def plan_job(
         result = agent.plan(profile, load, observation)
         predictions, decision, thinking = list(result.predictions), result.decision, result.seconds
         trace = [s.text for s in result.steps]
+        summary = next(s.data["summary"] for s in reversed(result.steps) if "summary" in s.data)
     chosen_prediction = next((p for p in predictions if p.plan == decision.plan), None)
     return {
         "chosen": {
             **decision.plan.to_dict(),
             "label": decision.plan.label,
+            "short_label": decision.plan.short_label,
             "predicted_s": decision.predicted_s,
             **(
                 _bounds(chosen_prediction) if chosen_prediction else {"predicted_low_s": None, "predicted_high_s": None}
@@ -215,6 +220,7 @@ def plan_job(
         "observation": observation,
         "workload": profile.to_dict(),
         "reasoning": list(decision.reasoning),
+        "summary": summary,  # what a person reads of it (agent/plan_summary.py)
         "trace": trace,
         "thinking_ms": thinking * 1000.0,
         "calibrated": cost.is_calibrated,

@@ -120,7 +120,7 @@ def settings_line(profile: Any, memory_format: str, precision: str) -> str | Non
     failed = (getattr(profile, "extra", None) or {}).get("settings_error")
     if offers_channels_last(profile):
         if memory_format == "auto":
-            parts.append("each plan is weighed in contiguous (NCHW) and channels_last layouts")
+            parts.append("layouts weighed: contiguous (NCHW) and channels_last")
         else:
             parts.append(f"the layout is {memory_format}, as asked")
     elif memory_format == CHANNELS_LAST:
@@ -128,7 +128,7 @@ def settings_line(profile: Any, memory_format: str, precision: str) -> str | Non
     if failed:
         parts.append(f"the job's step failed in another layout or precision ({failed}): those plans are excluded")
     if precision == "fp32":
-        parts.append("precision fp32 (--precision auto lets the agent weigh bf16/fp16 where they run natively)")
+        parts.append("precision fp32 (--precision auto weighs native bf16/fp16 too)")
     elif precision == "auto":
         parts.append("fp32 and each mixed precision the hardware runs natively are weighed")
     else:

@@ -92,7 +92,6 @@ def _apply() -> AllocatorSetting:
         return AllocatorSetting(False, "malloc left as it is: glibc refused a mallopt parameter")
     return AllocatorSetting(
         True,
-        f"freed memory kept in the process (glibc malloc: buffers up to {MMAP_THRESHOLD // MIB} MiB"
-        f" from the heap, up to {TRIM_THRESHOLD // MIB} MiB kept free): each step's buffers are"
-        f" not faulted in afresh",
+        f"freed memory kept in the process (glibc: buffers up to {MMAP_THRESHOLD // MIB} MiB from the heap,"
+        f" {TRIM_THRESHOLD // MIB} MiB kept free), so no step faults its buffers in afresh",
     )

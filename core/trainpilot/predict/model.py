@@ -489,11 +489,11 @@ class CostModel:
             sigma = max(sigma, float(timed[1].detail.get("relative_error", sigma)))
         confidence = confidence_from_margin(margin, sigma)
         evidence = best.detail.get("error_evidence_runs", 0)
+        past = f"{evidence:.0f} comparable run" + ("" if round(evidence) == 1 else "s")
         lines.append(
             f"confidence {confidence:.2f}:"
             f" {'a ' + format(margin, '.0%') + ' margin' if margin is not None else 'a single plan'}"
-            f" against a measured error of +-{sigma:.0%} for this kind of workload"
-            f" ({evidence:.0f} comparable past predictions)"
+            f" against ±{sigma:.0%} measured error ({past})"
         )
         from trainpilot.predict.split_cost import why_not_split
 

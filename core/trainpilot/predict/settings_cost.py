@@ -64,9 +64,9 @@ def settings_ratio(features: WorkFeatures, plan: Plan, calibration: Calibration)
         probed = probed_ratio(features, key, threads)
         if probed is not None:
             ratio = min(max(probed, RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
-            return ratio, f"{key}: the job's own step probed at {1 / ratio:.2f}x fp32 NCHW's at {threads} thread(s)"
+            return ratio, f"{key} probed at {1 / ratio:.2f}x fp32 NCHW's speed"
     calibrated = calibrated_ratio(features, plan, calibration)
     if calibrated is not None:
         ratio = min(max(calibrated, RATIO_BOUNDS[0]), RATIO_BOUNDS[1])
-        return ratio, f"{key}: calibrated at {1 / ratio:.2f}x fp32 NCHW's for this model's layers"
+        return ratio, f"{key} calibrated at {1 / ratio:.2f}x fp32 NCHW's speed for these layers"
     return None
