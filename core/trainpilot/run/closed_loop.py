@@ -407,7 +407,11 @@ class ClosedLoop:
         epoch, step, _ = s.position
         old: Plan = s.plan  # type: ignore[assignment]
         yield ev.AgentStepped(
-            s.run_id, "act", f"moving to {plan.label} at epoch {epoch + 1}, step {step}", None, {"trigger": trigger}
+            s.run_id,
+            "act",
+            f"moving to {plan.short_label} at epoch {epoch + 1}, step {step}",
+            None,
+            {"trigger": trigger},
         )
         yield from s.switcher.switch(plan, "replan", reason, None, self.load, trigger=trigger)
         self._moved(old, segments)
@@ -434,16 +438,16 @@ class ClosedLoop:
             yield ev.AgentStepped(
                 s.run_id,
                 "observe",
-                f"{new.label} steps in {fmt_s(self.pace)}, against {fmt_s(old_step)} on {old.label} before the move:"
-                " the move paid",
+                f"{new.short_label} steps in {fmt_s(self.pace)}, against {fmt_s(old_step)} on {old.short_label}"
+                " before the move: the move paid",
                 None,
                 {"trigger": "verify"},
             )
             return
         self.refuted.add(new)
         reason = (
-            f"{new.label} steps in {fmt_s(self.pace)}, {self.pace / old_step:.2f}x the {fmt_s(old_step)} of {old.label}"
-            " before the move: the move did not pay; moving back"
+            f"{new.short_label} steps in {fmt_s(self.pace)}, {self.pace / old_step:.2f}x the {fmt_s(old_step)}"
+            f" of {old.short_label} before the move: the move did not pay; moving back"
         )
         yield ev.AgentStepped(s.run_id, "observe", reason, None, {"trigger": "verify"})
         yield from self._move(old, "verify", reason, self.pace, segments)
@@ -468,8 +472,9 @@ class ClosedLoop:
             yield ev.AgentStepped(
                 s.run_id,
                 "think",
-                f"near tie: {current.label} and {plan.label} are inside each other's noise; the run is too short to"
-                f" verify it on its own steps ({MIN_PAIRS} pairs of blocks take ~{fmt_s(need)} on each, more than"
+                f"near tie: {current.short_label} and {plan.short_label} are inside each other's noise; the run is"
+                f" too short to verify it on its own steps ({MIN_PAIRS} pairs of blocks take ~{fmt_s(need)} on each,"
+                " more than"
                 f" {BUDGET_FRACTION:.0%} of the {fmt_s(self.pace * remaining)} left)",
                 None,
                 {"trigger": "verify", "verified": False},
@@ -480,8 +485,8 @@ class ClosedLoop:
         yield ev.AgentStepped(
             s.run_id,
             "think",
-            f"near tie: {plan.label} (predicted {fmt_s(step)} a step) is inside the noise of {current.label}"
-            f" (measured {fmt_s(self.pace)}); verifying on the run's own steps",
+            f"near tie: {plan.short_label} (predicted {fmt_s(step)} a step) is inside the noise of"
+            f" {current.short_label} (measured {fmt_s(self.pace)}); verifying on the run's own steps",
             None,
             {"trigger": "verify"},
         )
@@ -489,7 +494,7 @@ class ClosedLoop:
             s.run_id,
             "act",
             f"alternating blocks of {spec.block_steps} steps, at most {spec.pairs} pairs"
-            f" ({fmt_s(spec.budget_s)} at most on {plan.label})",
+            f" ({fmt_s(spec.budget_s)} at most on {plan.short_label})",
             None,
             {"trigger": "verify", "block_steps": spec.block_steps, "pairs": spec.pairs},
         )
@@ -553,7 +558,11 @@ class ClosedLoop:
             return
         epoch, step, _ = s.position
         yield ev.AgentStepped(
-            s.run_id, "act", f"moving to {keep.label} at epoch {epoch + 1}, step {step}", None, {"trigger": "verify"}
+            s.run_id,
+            "act",
+            f"moving to {keep.short_label} at epoch {epoch + 1}, step {step}",
+            None,
+            {"trigger": "verify"},
         )
         yield from s.switcher.switch(keep, "replan", text, None, self.load, trigger="verify")
         self._moved(old, segments)
@@ -566,7 +575,7 @@ class ClosedLoop:
         yield ev.AgentStepped(
             s.run_id,
             "act",
-            f"near-tie trial stopped: {why}; back to {trial.spec.first.label}",
+            f"near-tie trial stopped: {why}; back to {trial.spec.first.short_label}",
             None,
             {"trigger": "verify"},
         )

@@ -97,7 +97,7 @@ class RankStrategy(RunStrategy):
         return PlanChoice(
             plan,
             "launch",
-            f"{self.group.world_size} ranks over {self.group.backend}, {rank_plan.label} each"
+            f"{self.group.world_size} ranks over {self.group.backend}, {rank_plan.short_label} each"
             f" (this is rank {self.group.rank})",
         )
 

@@ -50,7 +50,7 @@ class EpochLoop:
                     raise
                 # A device fault (an exception from the device, out of memory, a failed conversion,
                 # NaNs only the device produced): back to the last good state, on the CPU.
-                yield from s.switcher.fall_back(f"{s.plan.label} failed: {describe_exception(exc)}", self.load)  # type: ignore[union-attr]
+                yield from s.switcher.fall_back(f"{s.plan.short_label} failed: {describe_exception(exc)}", self.load)  # type: ignore[union-attr]
                 s.adapt.pin("a fallback")  # the agent does not move the run back to the plan that failed
                 epoch, first_step, totals = s.position
                 segments.append(Segment(s.plan))  # type: ignore[arg-type]
@@ -191,7 +191,7 @@ class EpochLoop:
                     yield ev.OverrideRefused(s.run_id, backend, native.reason)
                     continue
                 if plan != s.plan:
-                    yield from s.switcher.switch(plan, "user", f"user override to {plan.label}", None, self.load)
+                    yield from s.switcher.switch(plan, "user", f"user override to {plan.short_label}", None, self.load)
                     segments.append(Segment(s.plan))  # type: ignore[arg-type]
                 yield from s.adapt.user_moved()  # the user's plan, even the one it was on: pinned
             elif kind == "release":

@@ -20,13 +20,13 @@ def check_memory(plan: Plan, profile: Any, dataset: Any, backend: Any) -> None:
 
     estimate = training_memory(profile)
     budget = backend.memory_budget_bytes(plan)
-    where = f"{plan.label}'s memory" if budget is not None else "memory available"
+    where = f"{plan.short_label}'s memory" if budget is not None else "memory available"
     if budget is None:
         budget = available_memory_bytes()
     if estimate.total > budget:
         source = dataset.source if dataset.source not in ("demo", "arrays") else None
         raise InsufficientMemory(
-            f"training {profile.model} on {profile.dataset_size} samples with {plan.label}"
+            f"training {profile.model} on {profile.dataset_size} samples with {plan.short_label}"
             f" needs about {bytes_decimal(estimate.total)}"
             f" ({estimate.describe()}), more than the {bytes_decimal(budget)} of {where}; try a smaller --batch-size",
             source,

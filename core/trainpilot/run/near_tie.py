@@ -146,9 +146,12 @@ class Verdict:
         kept = self.keep(default_threads)
         first, second = self.spec.first, self.spec.second
         measured = (
-            f"{second.label} stepped {self.ratio:.2f}x the time of {first.label}"
+            f"{second.short_label} stepped {self.ratio:.2f}x the time of {first.short_label}"
             f" (±{self.spread:.0%}, {self.pairs} pairs of blocks)"
         )
         if self.decided:
-            return f"{measured}: keeping {kept.label}, measured faster"
-        return f"{measured}: no difference beyond the noise; keeping {kept.label}, the one closer to PyTorch's default"
+            return f"{measured}: keeping {kept.short_label}, measured faster"
+        return (
+            f"{measured}: no difference beyond the noise; keeping {kept.short_label},"
+            " the one closer to PyTorch's default"
+        )

@@ -54,7 +54,7 @@ class PlanSwitch:
         except Exception as exc:
             if plan.is_last_resort:
                 raise
-            yield from self.fall_back(f"moving to {plan.label} failed: {describe_exception(exc)}", load)
+            yield from self.fall_back(f"moving to {plan.short_label} failed: {describe_exception(exc)}", load)
             return
         self.last_move_s = time.perf_counter() - started  # what moving cost, measured (the closed loop weighs it)
         s.plan = plan

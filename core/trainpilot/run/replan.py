@@ -56,21 +56,22 @@ class Rethink:
 
     def text(self) -> str:
         if self.best is None:
-            return f"{self.current.label} stays: no other plan can take the run here"
+            return f"{self.current.short_label} stays: no other plan can take the run here"
         factor, best_s = self.factor, self.best_s
         assert factor is not None and best_s is not None
         said = "measured" if self.best.measured else "predicted"
         if self.moves:
             return (
-                f"{self.best.plan.label} {said} {factor:.1f}x faster for the remaining {fmt_s(self.current_s)}"
+                f"{self.best.plan.short_label} {said} {factor:.1f}x faster for the remaining {fmt_s(self.current_s)}"
                 f" ({fmt_s(best_s)}); moving costs ~{fmt_s(self.best.move_s)}"
             )
         if factor <= 1.0:
-            other = self.best.plan.label
-            return f"{self.current.label} stays: the best other, {other}, is {said} {1 / factor:.2f}x slower"
+            other = self.best.plan.short_label
+            return f"{self.current.short_label} stays: the best other, {other}, is {said} {1 / factor:.2f}x slower"
         return (
-            f"{self.current.label} stays: {self.best.plan.label} is {said} {factor:.2f}x faster for the remaining"
-            f" {fmt_s(self.current_s)}, inside the {MARGIN:.0%} margin once moving (~{fmt_s(self.best.move_s)}) is paid"
+            f"{self.current.short_label} stays: {self.best.plan.short_label} is {said} {factor:.2f}x faster for"
+            f" the remaining {fmt_s(self.current_s)}, inside the {MARGIN:.0%} margin once moving"
+            f" (~{fmt_s(self.best.move_s)}) is paid"
         )
 
 

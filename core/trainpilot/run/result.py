@@ -84,7 +84,7 @@ def success_message(config: SessionConfig, plan: Plan, rt: Runtime, metric: str 
     pred = f" (predicted {fmt_s(rt.predicted_total_s)})" if rt.predicted_total_s else ""
     energy = run_energy(rt.epoch_records)
     used = f", {energy.text}" if energy.joules is not None else ""
-    text = f"trained {config.epochs} epoch(s) on {plan.label} in {fmt_s(rt.train_seconds)}{pred}{used}{acc}"
+    text = f"trained {config.epochs} epoch(s) on {plan.short_label} in {fmt_s(rt.train_seconds)}{pred}{used}{acc}"
     if rt.fallback_reason:
         text += f"; fell back to the CPU: {rt.fallback_reason}"
     return text

@@ -91,7 +91,7 @@ def test_a_real_difference_is_decided_early_for_the_faster_plan():
     assert verdict.decided and verdict.keep(2) == ONE
     assert verdict.pairs < 12  # decided before the budget ran out
     assert verdict.ratio == pytest.approx(0.010 / 0.013, rel=0.05)
-    assert "keeping cpu (1 thread), measured faster" in verdict.text(2)
+    assert "keeping cpu×1, measured faster" in verdict.text(2)
 
 
 def test_a_tie_the_noise_cannot_split_keeps_pytorchs_default():
