@@ -22,7 +22,7 @@ def test_plan_json_and_table_give_every_predicted_time_an_interval(calibrated_ho
     chosen = data["chosen"]
     assert chosen["predicted_low_s"] < chosen["predicted_s"] < chosen["predicted_high_s"]
     table = runner.invoke(app, ["headless", "plan", "--model", "mlp", "--dataset", str(dataset_dir), "--epochs", "2", "-q"])
-    assert table.exit_code == 0 and "80 % interval" in table.stdout
+    assert table.exit_code == 0 and "predicted (80 %)" in table.stdout
     assert " s (" in table.stdout or " ms (" in table.stdout  # "2.0 s (1.8–2.3)"
 
 

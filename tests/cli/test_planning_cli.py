@@ -42,8 +42,8 @@ def test_plan_json_on_this_machine(calibrated_home: Path, dataset_dir: Path) -> 
 def test_plan_table_names_every_plan_and_the_choice(calibrated_home: Path) -> None:
     result = runner.invoke(app, ["headless", "plan", "-m", "small_cnn", "-e", "1"])
     assert result.exit_code == 0, result.output
-    assert "cpu (1 thread)" in result.stdout and "choice:" in result.stdout and "confidence" in result.stdout
-    assert "excluded" in result.stdout  # ane / mps / cuda on this machine, with the reason
+    assert "cpu×1" in result.stdout and "decision:" in result.stdout and "confidence" in result.stdout
+    assert "ane: not Apple Silicon" in result.stdout  # ane / mps / cuda on this machine, with the reason
 
 
 def test_plan_for_a_described_machine(trainpilot_home: Path) -> None:

@@ -60,7 +60,7 @@ def _device_type(backend: str, local_world_size: int) -> str:
     return "cpu"
 
 
-def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bool, timeout_s: float, share_policy: str) -> NoReturn:
+def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bool, timeout_s: float, share_policy: str, verbose: bool = False) -> NoReturn:
     """This process is rank `info.rank` of a group a launcher started."""
     from trainpilot import events as ev
     from trainpilot.parallel.group import open_group
@@ -94,7 +94,7 @@ def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bo
         with open_group(info, _device_type(config.backend, info.local_world_size), timeout_s) as group, Watchdog(2 * timeout_s + 30, stuck) as dog:
             session = distributed_session(config, group, share_policy=share_policy, threads_per_rank=len(cores) if cores else None, heartbeat=dog.beat, on_stop=lambda: dog.expire_within(timeout_s))
             with SignalStop(session) as stop:
-                with StderrProgress(quiet=quiet or not info.is_leader) as progress:
+                with StderrProgress(quiet=quiet or not info.is_leader, verbose=verbose) as progress:
                     for event in session.events():
                         progress.handle(event)
                         if jsonl and info.is_leader:
@@ -179,7 +179,7 @@ def dispatch_distributed(config: Any, *, nproc: Optional[int], timeout: float, s
     if info is not None:
         if nproc not in (None, info.world_size):
             usage_error(f"--nproc {nproc} inside a launched group of {info.world_size} ranks; leave --nproc to the launcher")
-        run_as_rank(config, info, as_json=as_json, jsonl=jsonl, quiet=quiet, timeout_s=timeout, share_policy=shares)
+        run_as_rank(config, info, as_json=as_json, jsonl=jsonl, quiet=quiet, timeout_s=timeout, share_policy=shares, verbose=bool(options.get("verbose")))
     if nproc == 1:
         return  # one rank is a plain run
     run_local_ranks(nproc, options, as_json=as_json, timeout_s=timeout)  # type: ignore[arg-type]

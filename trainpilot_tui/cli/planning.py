@@ -84,6 +84,7 @@ def plan_command(
     memory_format: str = typer.Option("auto", "--memory-format", help=MEMORY_FORMAT_HELP),
     precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     as_json: bool = typer.Option(False, "--json", help='Print {"chosen": ..., "plans": [...], "observation": ...} on stdout.'),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Every plan by its long label with every figure, and every reason the agent gave."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
 ) -> None:
     """Predict every plan and show the agent's choice, without training.
@@ -125,18 +126,39 @@ def plan_command(
     if as_json:
         print_json(report)
         return
-    _print_plan(report)
+    _print_plan(report, verbose)
 
 
-def _print_plan(report: dict[str, Any]) -> None:
+def _print_plan(report: dict[str, Any], verbose: bool = False) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console(highlight=False)
     workload = report["workload"]
     for notice in report["notices"]:
         console.print(f"[yellow]note:[/] {notice}")
     where = f"described machine {report['observation']['described_machine']['name']}" if report["described"] else "this machine"
+    if verbose:
+        _print_plan_verbose(console, report, where)
+        return
+    from trainpilot.agent.plan_summary import PlanSummary
+
+    from .plan_table import print_summary
+
+    epochs = workload["epochs"]
+    console.print(
+        f"[bold]{workload['model']}[/] · {workload['params']:,} params · {workload['dataset_size']} samples"
+        f" · {epochs} epoch{'s' if epochs != 1 else ''} · batch {workload['batch_size']}"
+        + (f" · for the {where}" if report["described"] else "")
+        + f" [dim]· thought {report['thinking_ms']:.0f} ms[/]"
+    )
+    print_summary(console, PlanSummary.from_dict(report["summary"]), decision_first=False)
+
+
+def _print_plan_verbose(console: Any, report: dict[str, Any], where: str) -> None:
+    """Every plan by its long label with every figure, and the agent's every reason (--verbose)."""
+    from rich.table import Table
+
+    workload = report["workload"]
     console.print(
         f"[bold]{workload['model']}[/]: {workload['params']:,} params, {workload['dataset_size']} training samples,"
         f" {workload['epochs']} epoch(s), batch {workload['batch_size']} — plans for {where}"
@@ -215,7 +237,7 @@ def history_command(
         if status in ("running", "crashed"):  # no actual time yet: say how far its checkpoints got
             status += f", checkpoint after epoch {r.checkpoint_epoch}" if r.checkpoint_epoch else ", no checkpoint yet"
         actual = _time(r.actual_s) if r.actual_s > 0 else "-"
-        table.add_row(r.run_id, when, r.model, r.plan.label, f"{r.busy_cores:.1f}", _time(r.predicted_s), actual, err, f"{r.epochs_done}/{r.epochs}",
+        table.add_row(r.run_id, when, r.model, r.plan.short_label, f"{r.busy_cores:.1f}", _time(r.predicted_s), actual, err, f"{r.epochs_done}/{r.epochs}",
                       _energy(r.energy_j, r.energy_source), status)
     console = Console(highlight=False)
     console.print(table)

@@ -11,13 +11,25 @@ from trainpilot.energy import Energy
 from trainpilot.units import seconds_range
 
 
+# The longest line the compact trace prints; the full text stays in --verbose and --jsonl.
+MAX_LINE = 160
+
+
+def clipped(text: str, limit: int = MAX_LINE) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class StderrProgress:
-    def __init__(self, quiet: bool = False):
+    """verbose: every line the agent says (each plan's prediction, every reason) with long plan
+    labels; otherwise the decision as one table (cli/plan_table.py) and no line over MAX_LINE."""
+
+    def __init__(self, quiet: bool = False, verbose: bool = False):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.console = Console(stderr=True, highlight=False)
         self.quiet = quiet
+        self.verbose = verbose
         self.progress = Progress(
             TextColumn("[bold]epoch {task.fields[epoch]}/{task.fields[epochs]}"),
             BarColumn(),
@@ -41,23 +53,48 @@ class StderrProgress:
         if not self.quiet:  # stopping a bar never started still prints a newline before the `error:` line
             self.progress.stop()
 
-    def _line(self, text: str) -> None:
-        if not self.quiet:
-            self.progress.console.print(text, soft_wrap=True)
+    def _line(self, text: str, head: str = "", style: str = "dim") -> None:
+        """One trace line: `head` in `style`, then `text` as it is (no markup), the whole clipped
+        to MAX_LINE unless verbose."""
+        if self.quiet:
+            return
+        from rich.text import Text
+
+        whole = head + text
+        line = Text.assemble((head, style), whole[len(head) :] if self.verbose else clipped(whole)[len(head) :])
+        self.progress.console.print(line, soft_wrap=True)
+
+    def _summary(self, step: ev.AgentStepped) -> bool:
+        """The compact trace's view of an agent step: the decision as a table, the lines it sums up
+        left out. False: print the step as it is."""
+        part = step.data.get("part")
+        if self.verbose or (part is None and "summary" not in step.data):
+            return False
+        if "summary" in step.data and not self.quiet:
+            from trainpilot.agent.plan_summary import PlanSummary
+
+            from .plan_table import print_summary
+
+            console = self.progress.console
+            width = min(console.width, MAX_LINE)
+            print_summary(_Narrow(console, width), PlanSummary.from_dict(step.data["summary"]), decision_first=True)
+        return True
 
     def handle(self, event: ev.Event) -> None:
         if isinstance(event, ev.SessionStarted):
             self.epochs = event.epochs
             self.metric = metric_name(event)
             resumed = f", resuming at epoch {event.resumed_from_epoch + 1}" if event.resumed_from_epoch else ""
-            self._line(f"[bold]run {event.run_id}[/]: {event.model} on {event.dataset} ({event.train_samples} train / {event.val_samples} validation samples){resumed}")
+            self._line(f": {event.model} on {event.dataset} ({event.train_samples} train / {event.val_samples} validation samples){resumed}", f"run {event.run_id}", "bold")
         elif isinstance(event, ev.AgentStepped):
-            self._line(f"[dim]{event.phase:>7}[/] {event.text}")
+            if not self._summary(event):
+                self._line(event.text, f"{event.phase:>7} ")
         elif isinstance(event, ev.BackendChosen):
             reason = "" if event.source == "agent" else f": {event.reason}"
-            self._line(f"[bold]    act[/] train on {event.plan.label} [dim]({event.source}{reason})[/]")
+            label = event.plan.label if self.verbose else event.plan.short_label
+            self._line(f"train on {label} ({event.source}{reason})", "    act ", "bold")
         elif isinstance(event, ev.OverrideRefused):
-            self._line(f"[yellow]override to {event.requested} refused: {event.reason}[/]")
+            self._line(f"to {event.requested}: {event.reason}", "override refused ", "yellow")
         elif isinstance(event, ev.StepProgressed):
             eta = seconds_range(event.eta_s, event.eta_low_s, event.eta_high_s) if event.eta_s is not None else "?"
             if self.task is None:
@@ -67,10 +104,11 @@ class StderrProgress:
             pred = seconds_range(event.predicted_s, event.predicted_low_s, event.predicted_high_s) if event.predicted_s is not None else "n/a"
             energy = f", {Energy.recorded(event.energy_j, event.energy_source).text}" if event.energy_j is not None else ""
             figures = epoch_figures(event, self.metric)
-            self._line(f"  epoch {event.epoch}: loss {event.loss:.3f}{figures}; predicted {pred}, actual {event.actual_s:.2f}s{energy} on {event.plan.label}")
+            label = event.plan.label if self.verbose else event.plan.short_label
+            self._line(f"epoch {event.epoch}: loss {event.loss:.3f}{figures}; predicted {pred}, actual {event.actual_s:.2f}s{energy} on {label}", "  ")
         elif isinstance(event, ev.RunFinished) and event.status != "failed":  # failures: one `error:` line from the command
             style = {"success": "green", "interrupted": "yellow"}.get(event.status, "red")
-            self._line(f"[{style}]{event.status}[/]: {event.message}")
+            self._line(f": {event.message}", event.status, style)
 
 
 def metric_name(started: ev.SessionStarted) -> str:
@@ -93,3 +131,14 @@ def epoch_figures(event: ev.EpochTimed, metric: str) -> str:
     elif (val_loss := event.val_loss) is not None:
         out += f", val loss {val_loss:.4g}"
     return out
+
+
+class _Narrow:
+    """A console's print at most `width` cells wide: the decision's table and lines in a wide
+    terminal stay within the compact trace's line limit."""
+
+    def __init__(self, console: Any, width: int):
+        self.console, self.width = console, width
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        self.console.print(*objects, width=self.width, **kwargs)

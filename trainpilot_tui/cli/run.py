@@ -46,6 +46,7 @@ def run_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the result on stdout at the end."),
     jsonl: bool = typer.Option(False, "--jsonl", help="Print every event as a JSON line on stdout as it happens."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="The agent's every line on stderr: each plan's prediction and every reason, plans by their long labels (by default the decision is one table and no line passes 160 characters)."),
     nproc: Optional[int] = typer.Option(None, "--nproc", help="Train as N ranks on this machine (torch.distributed, DDP; gloo on the CPU, nccl on GPUs), each rank pinned to its share of the cores, each batch split by measured rank speed. Across machines use torchrun (docs/parallel.md)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Distributed runs: seconds a rank waits for the others before the run fails with a checkpoint."),
     shares: str = typer.Option("measured", "--shares", help="Distributed runs: split each batch by measured rank speed (measured) or evenly (equal)."),
@@ -66,10 +67,10 @@ def run_command(
                             job=job, workers=workers, memory_format=memory_format, precision=precision, adapt=adapt)
     from .distributed_run import dispatch_distributed
 
-    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, memory_format=memory_format, precision=precision, jsonl=jsonl, quiet=quiet, timeout=timeout, shares=shares))
+    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, memory_format=memory_format, precision=precision, jsonl=jsonl, quiet=quiet, verbose=verbose, timeout=timeout, shares=shares))
     session = TrainingSession(config)
     finished: ev.RunFinished | None = None
-    with SignalStop(session) as stop, StderrProgress(quiet=quiet) as progress:
+    with SignalStop(session) as stop, StderrProgress(quiet=quiet, verbose=verbose) as progress:
         for event in session.events():
             progress.handle(event)
             if jsonl:
