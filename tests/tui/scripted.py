@@ -18,7 +18,8 @@ from typing import Any, Iterator
 
 from trainpilot import events as ev
 from trainpilot.machine.monitor import Reading, UtilizationSample
-from trainpilot.plans import Availability, Plan
+from trainpilot.agent.plan_summary import summarize
+from trainpilot.plans import Availability, Decision, Plan, PlanPrediction
 from trainpilot.run.session import SessionConfig
 
 RUN_ID = "20260101-120000-test"
@@ -115,12 +116,20 @@ class ScriptedSession:
         text = "workload small_cnn: 23,466 params, 3 layers, 2.1 MFLOP/sample, 2160 samples; CPU 12% busy, ANE unavailable"
         yield ev.HardwareObserved(self.run_id, {"model": "small_cnn"}, observation, text, at=AT)
         yield ev.AgentStepped(self.run_id, "observe", text, None, {"data": {"hardware": observation}}, at=AT)
+        # as the agent says it (agent/orchestrator.py): a step per plan, then the decision with its summary
+        predictions = []
         for plan, seconds in self.predictions.items():
-            yield ev.AgentStepped(self.run_id, "think", f"{plan.label}: predicted {seconds:.2f}s (estimate)", None, {"data": {"plan": plan.to_dict(), "predicted_s": seconds, "source": "estimate"}}, at=AT)
+            predictions.append(PlanPrediction(plan, seconds, source="estimate"))
+            yield ev.AgentStepped(self.run_id, "think", f"{plan.label}: predicted {seconds:.2f}s (estimate)", None, {"plan": plan.to_dict(), "predicted_s": seconds, "source": "estimate", "part": "plan"}, at=AT)
         for name in ("ane", "mps"):
             reason = self.availability[name].reason
-            yield ev.AgentStepped(self.run_id, "think", f"{name}: excluded — {reason}", None, {"data": {"plan": Plan(name).to_dict(), "excluded": reason}}, at=AT)
-        yield ev.AgentStepped(self.run_id, "think", f"decision: {self.start_plan.label}, predicted {self.predictions[self.start_plan]:.2f}s, confidence 0.80 (rules)", 0.8, {"plan": self.start_plan.to_dict(), "policy": "rules", "margin": 0.5}, at=AT)
+            predictions.append(PlanPrediction(Plan(name), None, excluded_reason=reason))
+            yield ev.AgentStepped(self.run_id, "think", f"{name}: excluded — {reason}", None, {"plan": Plan(name).to_dict(), "excluded": reason, "part": "plan"}, at=AT)
+        why = "rule cascade: the Neural Engine is not available here, so the CPU runs it -> cpu (confidence 0.80)"
+        decision = Decision(self.start_plan, self.predictions[self.start_plan], 0.8, (why,), 0.5, "rules")
+        yield ev.AgentStepped(self.run_id, "think", why, 0.8, {"part": "reason"}, at=AT)
+        summary = summarize(predictions, decision).to_dict()
+        yield ev.AgentStepped(self.run_id, "think", f"decision: {self.start_plan.label}, predicted {self.predictions[self.start_plan]:.2f}s, confidence 0.80 (rules)", 0.8, {"plan": self.start_plan.to_dict(), "policy": "rules", "margin": 0.5, "summary": summary}, at=AT)
         yield from self._switch(self.start_plan, "agent", "fastest by estimate", 0.8)
         if cfg.adapt == "off":
             off = "adaptation off (--adapt off): the plan stays as decided for the whole run"
@@ -152,7 +161,7 @@ class ScriptedSession:
             checkpoint = ev.CheckpointSaved(self.run_id, f"/checkpoints/{self.run_id}/latest.pt", epoch, 0, "epoch", at=AT)
             self.checkpoints.append(checkpoint)
             yield checkpoint
-        yield self._finish("success", f"trained {cfg.epochs} epoch(s) on {self.plan.label}")  # type: ignore[union-attr]
+        yield self._finish("success", f"trained {cfg.epochs} epoch(s) on {self.plan.short_label}")  # type: ignore[union-attr]
 
     def _switch(self, plan: Plan, source: str, reason: str, confidence: float | None) -> Iterator[ev.Event]:
         cost = None if self.plan is None else (0.0 if self.plan.backend == plan.backend == "cpu" else 0.05)
@@ -194,7 +203,7 @@ class ScriptedSession:
                 plan = Plan("cuda", device="cuda:0") if backend == "cuda" else Plan("cpu", threads=threads or 2, mode=mode)
                 plan = plan.with_settings(memory_format, precision)  # None (a direct key): the defaults
                 if plan != self.plan:
-                    yield from self._switch(plan, "user", f"user override to {plan.label}", None)
+                    yield from self._switch(plan, "user", f"user override to {plan.short_label}", None)
                     segments.append({"plan": plan.to_dict(), "steps": 0, "actual_s": 0.0})
                     if not self.pinned and self.config.adapt != "off":
                         self.pinned = True
@@ -223,9 +232,9 @@ class ScriptedSession:
         """The agent moves the run, as the core's closed loop does: its reasoning, then the plan."""
         seen = "other processes now use 1.0 core(s) (was 0.0)"
         yield ev.AgentStepped(self.run_id, "observe", seen, None, {"trigger": trigger, "other_cores": 1.0}, at=AT)
-        think = f"{plan.label} is predicted faster for the rest of the run: move"
+        think = f"{plan.short_label} is predicted faster for the rest of the run: move"
         yield ev.AgentStepped(self.run_id, "think", think, None, {"trigger_rule": "replan", "moves": True}, at=AT)
-        act = f"moving to {plan.label} at epoch {epoch}, step {step}"
+        act = f"moving to {plan.short_label} at epoch {epoch}, step {step}"
         yield ev.AgentStepped(self.run_id, "act", act, None, {"trigger": trigger}, at=AT)
         cost = 0.0 if self.plan is not None and self.plan.backend == plan.backend == "cpu" else 0.05
         self.plan = plan

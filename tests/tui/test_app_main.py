@@ -10,7 +10,7 @@ from trainpilot.run.session import SessionConfig
 from trainpilot_tui import app_main
 from trainpilot_tui.cli.run import run_command
 
-HEADLESS_ONLY = {"as_json", "jsonl", "quiet"}  # output formats for scripts; the app is the output
+HEADLESS_ONLY = {"as_json", "jsonl", "quiet", "verbose"}  # output formats for scripts; the app is the output
 HEADLESS_ONLY |= {"nproc", "timeout", "shares"}  # distributed runs: several processes, no app to show them
 
 

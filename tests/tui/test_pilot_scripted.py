@@ -46,7 +46,7 @@ async def test_chooser_shows_predictions_and_disables_unavailable_plans_with_the
         options = app.screen.query_one(OptionList)
         prompts = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
         disabled = [options.get_option_at_index(i).disabled for i in range(options.option_count)]
-        assert "predicted 9.00s" in prompts[0] and "cpu (1 thread)" in prompts[0]
+        assert "predicted 9.00s" in prompts[0] and "cpu×1" in prompts[0]
         assert "(current)" in prompts[1] and "(current)" not in prompts[0]
         assert "n/a: not Apple Silicon" in prompts[3] and "n/a: not macOS" in prompts[4]
         assert disabled == [False, False, False, True, True]
@@ -54,7 +54,7 @@ async def test_chooser_shows_predictions_and_disables_unavailable_plans_with_the
         await pilot.press("up", "enter")
         await wait_until(pilot, lambda: not isinstance(app.screen, BackendChooser))
         await wait_until(pilot, lambda: factory.last.plan == Plan("cpu", threads=1), what="the move to one thread")
-        await wait_until(pilot, lambda: "user override -> cpu (1 thread); predicted switch cost 0µs" in app.main.agent_panel.text)
+        await wait_until(pilot, lambda: "user override -> cpu×1; predicted switch cost 0µs" in app.main.agent_panel.text)
 
 
 async def test_override_to_an_unavailable_backend_is_refused_with_the_reason(factory: SessionFactory) -> None:

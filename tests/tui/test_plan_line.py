@@ -26,25 +26,25 @@ def line(decision: Decision | None, key: str | None = "h", width: int | None = N
 
 
 def test_the_line_says_who_chose_the_plan() -> None:
-    assert line(Decision.of(chosen(CPU2, "agent", 0.95), None)) == "plan cpu (2 threads) · agent · confidence 0.95"
+    assert line(Decision.of(chosen(CPU2, "agent", 0.95), None)) == "plan cpu×2 · agent · confidence 0.95"
     replan = Decision.of(chosen(CPU1, "replan", trigger="load"), 16)
-    assert line(replan) == "plan cpu (1 thread) · replan (load) · moved at epoch 16"
+    assert line(replan) == "plan cpu×1 · replan (load) · moved at epoch 16"
     override = Decision.of(chosen(CPU1, "user"), 3)
-    assert line(override) == "plan cpu (1 thread) · yours (override: h hands it back)"
-    assert line(override, key=None) == "plan cpu (1 thread) · yours (override)"  # adaptation off: nothing to hand back
-    assert line(Decision.of(chosen(CPU1, "user"), None)) == "plan cpu (1 thread) · yours (your choice: h hands it back)"
-    assert line(override.handed_back()) == "plan cpu (1 thread) · agent (handed back)"
-    assert line(Decision.of(chosen(CPU2, "fallback"), 2)) == "plan cpu (2 threads) · fallback"
+    assert line(override) == "plan cpu×1 · yours (override: h hands it back)"
+    assert line(override, key=None) == "plan cpu×1 · yours (override)"  # adaptation off: nothing to hand back
+    assert line(Decision.of(chosen(CPU1, "user"), None)) == "plan cpu×1 · yours (your choice: h hands it back)"
+    assert line(override.handed_back()) == "plan cpu×1 · agent (handed back)"
+    assert line(Decision.of(chosen(CPU2, "fallback"), 2)) == "plan cpu×2 · fallback"
     assert line(None) == ""
 
 
 def test_a_narrow_panel_gets_the_compact_line() -> None:
     replan = Decision.of(chosen(CPU1, "replan", trigger="pace"), 16)
-    assert line(replan, width=42) == "plan cpu 1t · replan (pace) at epoch 16"
-    assert line(Decision.of(chosen(CPU1, "user"), 3), width=42) == "plan cpu 1t · yours (h hands it back)"
+    assert line(replan, width=42) == "plan cpu×1 · replan (pace) at epoch 16"
+    assert line(Decision.of(chosen(CPU1, "user"), 3), width=42) == "plan cpu×1 · yours (h hands it back)"
+    assert line(replan, width=60) == "plan cpu×1 · replan (pace) · moved at epoch 16"  # it fits: the full form
     agent = Decision.of(chosen(CPU2, "agent", 0.8), None)
-    assert line(agent, width=42) == "plan cpu 2t · agent · confidence 0.80"
-    assert line(agent, width=46) == "plan cpu (2 threads) · agent · confidence 0.80"  # it fits: the full form
+    assert line(agent, width=42) == "plan cpu×2 · agent · confidence 0.80"  # the plan is short in both
     assert all(len(line(d, width=42)) <= 42 for d in (replan, agent))
 
 
@@ -61,7 +61,7 @@ def test_the_core_says_when_the_run_is_handed_back_or_never_moves() -> None:
 def test_the_trace_says_a_replan_and_why() -> None:
     [entry] = entries_for(chosen(CPU1, "replan", trigger="load"))
     assert entry.kind == "decision"
-    assert entry.text == "train on cpu (1 thread) (re-planned: load); predicted 6.00s for the rest of the run"
+    assert entry.text == "train on cpu×1 (re-planned: load); predicted 6.00s for the rest of the run"
 
 
 def test_an_epoch_the_agent_split_gets_a_row_per_plan_as_an_override_does() -> None:
@@ -72,9 +72,9 @@ def test_an_epoch_the_agent_split_gets_a_row_per_plan_as_an_override_does() -> N
     )
     split = ev.EpochTimed("r", 16, 0.2, 0.9, 0.85, 2.4, 2.0, CPU1, segments, at=0.0)
     compact = epoch_rows((split,), compact=True)
-    assert [row[:2] for row in compact[1:3]] == [("↳", "cpu 2t"), ("↳", "cpu 1t")]
+    assert [row[:2] for row in compact[1:3]] == [("↳", "cpu×2"), ("↳", "cpu×1")]
     full = epoch_rows((split,))
-    assert [row[-1] for row in full[1:3]] == ["↳ cpu (2 threads)", "↳ cpu (1 thread)"]
+    assert [row[-1] for row in full[1:3]] == ["↳ cpu×2", "↳ cpu×1"]
 
 
 async def test_a_replan_updates_the_pinned_line_and_splits_its_epoch_in_the_table() -> None:
@@ -84,14 +84,14 @@ async def test_a_replan_updates_the_pinned_line_and_splits_its_epoch_in_the_tabl
         panel = app.main.run_panel
         await wait_until(pilot, lambda: factory.sessions and factory.last.held_at == (1, 3), what="epoch 1, step 3")
         await wait_until(pilot, lambda: panel.decision is not None, what="the agent's decision")
-        assert plan_text(app) == "plan cpu (2 threads) · agent · confidence 0.80"
+        assert plan_text(app) == "plan cpu×2 · agent · confidence 0.80"
         factory.last.proceed()
         await wait_until(pilot, lambda: factory.last.held_at == (3, 2), what="epoch 3, step 2")
         await wait_until(pilot, lambda: len(panel.epochs) == 2, timeout=20, what="epoch 2's figures")
-        assert plan_text(app) == "plan cpu (1 thread) · replan (load) · moved at epoch 2"
+        assert plan_text(app) == "plan cpu×1 · replan (load) · moved at epoch 2"
         assert [s["plan"]["threads"] for s in panel.epochs[1].segments] == [2, 1]
         table = [str(cell) for row in epoch_rows(panel.epochs) for cell in row]
-        assert "↳ cpu (2 threads)" in table and "↳ cpu (1 thread)" in table
+        assert "↳ cpu×2" in table and "↳ cpu×1" in table
         assert not app.pinned and not footer_offers_hand_back(app)  # the agent's move: nothing to hand back
         factory.last.proceed()
         await wait_until(pilot, lambda: not app.running, what="the run to finish")
@@ -129,11 +129,11 @@ async def test_the_agent_moving_the_run_back_after_a_hand_back_shows_on_the_pinn
         await wait_until(pilot, lambda: app.pinned, what="the override")
         await pilot.press(RELEASE_KEY)
         await wait_until(pilot, lambda: "replan (release)" in plan_text(app), what="the agent's move, on the line")
-        assert plan_text(app) == "plan cpu (2 threads) · replan (release) · moved at epoch 1"
+        assert plan_text(app) == "plan cpu×2 · replan (release) · moved at epoch 1"
         assert app.main.run_panel.plan == CPU2
         factory.last.proceed()
         await wait_until(pilot, lambda: not app.running, what="the run to finish")
-        assert plan_text(app) == "plan cpu (2 threads) · replan (release) · moved at epoch 1"
+        assert plan_text(app) == "plan cpu×2 · replan (release) · moved at epoch 1"
 
 
 async def test_with_adaptation_off_there_is_nothing_to_hand_back(factory: SessionFactory) -> None:
@@ -143,7 +143,7 @@ async def test_with_adaptation_off_there_is_nothing_to_hand_back(factory: Sessio
         await wait_until(pilot, lambda: not app.adapting, what="the core's word that the plan stays")
         await pilot.press("g")
         await wait_until(pilot, lambda: app.pinned, what="the override")
-        await wait_until(pilot, lambda: plan_text(app) == "plan cuda · yours (override)", what="the line")
+        await wait_until(pilot, lambda: plan_text(app) == "plan cuda:0 · yours (override)", what="the line")
         assert not footer_offers_hand_back(app)
         await pilot.press(RELEASE_KEY)
         assert factory.last.release_calls == 0

@@ -29,7 +29,7 @@ async def held(pilot, factory: SessionFactory) -> None:  # type: ignore[no-untyp
 
 
 def already_there(app) -> bool:  # type: ignore[no-untyped-def]
-    return any("Already training on cpu (2 threads, channels_last)" in n for n in notifications(app))
+    return any("Already training on cpu×2 · cl" in n for n in notifications(app))
 
 
 async def pick(pilot, app, plan: Plan) -> None:  # type: ignore[no-untyped-def]
@@ -52,7 +52,7 @@ async def test_picking_a_channels_last_plan_asks_the_session_for_exactly_that_pl
         await wait_until(pilot, lambda: isinstance(app.screen, BackendChooser), what="the chooser")
         options = app.screen.query_one(OptionList)
         prompts = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
-        assert any("cpu (2 threads, channels_last)" in p and "predicted 4.50s" in p for p in prompts)
+        assert any("cpu×2 · cl" in p and "predicted 4.50s" in p for p in prompts)
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, BackendChooser), what="the chooser to close")
         await pick(pilot, app, NHWC)
@@ -61,9 +61,9 @@ async def test_picking_a_channels_last_plan_asks_the_session_for_exactly_that_pl
         assert session.override_calls == [
             {"backend": "cpu", "threads": 2, "mode": None, "memory_format": "channels_last", "precision": "fp32"}
         ]
-        trace = "user override -> cpu (2 threads, channels_last)"
+        trace = "user override -> cpu×2 · cl"
         await wait_until(pilot, lambda: trace in app.main.agent_panel.text, what="the override in the trace")
-        assert any("Moving to cpu (2 threads, channels_last)" in n for n in notifications(app))
+        assert any("Moving to cpu×2 · cl" in n for n in notifications(app))
         session.proceed()
         await wait_until(pilot, lambda: not app.running, what="the run to finish")
         first = app.main.run_panel.epochs[0]

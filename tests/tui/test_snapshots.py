@@ -90,7 +90,7 @@ def test_the_plan_line_outlives_the_trace_at_80x24(snap_compare, replans: tuple)
         shown = [trace.render_line(y).text for y in range(trace.scrollable_content_region.height)]
         assert not any("confidence" in line for line in shown)  # the decision has scrolled out of the trace
         plan = main.run_panel.query_one("#run-plan").content.plain
-        expected = "plan cpu 1t · replan (load) at epoch 16" if replans else "plan cpu 2t · agent · confidence 0.80"
+        expected = "plan cpu×1 · replan (load) at epoch 16" if replans else "plan cpu×2 · agent · confidence 0.80"
         assert plan == expected
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -30,7 +30,7 @@ def test_trace_wording_for_user_override_refusal_and_epochs() -> None:
     user = ev.BackendChosen("r", CUDA, None, "user", "user override to cuda", 3.0, 0.05, at=0.0)
     [entry] = entries_for(user)
     assert (entry.phase, entry.kind) == ("act", "user")
-    assert entry.text == "user override -> cuda; predicted switch cost 50ms; predicted 3.00s for the rest of the run"
+    assert entry.text == "user override -> cuda:0; predicted switch cost 50ms; predicted 3.00s for the rest of the run"
     [refused] = entries_for(ev.OverrideRefused("r", "ane", "not Apple Silicon", at=0.0))
     assert (refused.kind, refused.text) == ("refused", "override to ane refused: not Apple Silicon")
     split = epoch(2, 1.4, 1.52, ({"plan": CPU2.to_dict(), "steps": 4, "actual_s": 0.8, "predicted_s": 0.8}, {"plan": CUDA.to_dict(), "steps": 6, "actual_s": 0.72, "predicted_s": 0.6}))
@@ -94,7 +94,7 @@ def test_run_row_splits_only_where_the_plan_changed() -> None:
 def test_epoch_rows_keep_both_segments_of_a_split_epoch() -> None:
     b = epoch(2, 1.4, 1.52, ({"plan": CPU2.to_dict(), "steps": 4, "actual_s": 0.8, "predicted_s": 0.8}, {"plan": CUDA.to_dict(), "steps": 6, "actual_s": 0.72, "predicted_s": 0.6}), plan=CUDA)
     full = epoch_rows((b,))
-    assert full[1][-1] == "↳ cpu (2 threads)" and full[2][-1] == "↳ cuda" and full[2][6] == "+20%"
+    assert full[1][-1] == "↳ cpu×2" and full[2][-1] == "↳ cuda:0" and full[2][6] == "+20%"
     compact = epoch_rows((b,), compact=True)
-    assert [r[1] for r in compact[1:3]] == ["cpu 2t", "cuda"] and len(compact[0]) == 6
+    assert [r[1] for r in compact[1:3]] == ["cpu×2", "cuda:0"] and len(compact[0]) == 6
     assert str(full[-1][0]) == "run"

@@ -363,7 +363,7 @@ class TrainPilotApp(App[int]):
             and (memory_format is None or target.memory_format == current.memory_format)
             and (precision is None or target.precision == current.precision)
         ):
-            self.notify(f"Already training on {current.label}.")
+            self.notify(f"Already training on {current.short_label}.")
             return
         # the settings only when asked for: a direct key leaves them to the core
         asked = (("memory_format", memory_format), ("precision", precision))
@@ -374,7 +374,7 @@ class TrainPilotApp(App[int]):
             self.notify(f"{backend}: {verdict.reason}", title="Override refused", severity="warning")
             return
         named = threads or mode or target.memory_format or target.precision
-        self.notify(f"Moving to {target.label if named else backend} at the next step boundary.", title="Override")
+        self.notify(f"Moving to {target.short_label if named else backend} at the next step boundary.", title="Override")
 
     def action_choose_backend(self) -> None:
         if not self.running or self.stopping:

@@ -82,9 +82,9 @@ def _who(d: Decision, release_key: str | None, compact: bool) -> list[tuple[str,
 
 
 def plan_line(decision: Decision | None, release_key: str | None = None, width: int | None = None) -> Content:
-    """`plan cpu (2 threads) · agent · confidence 0.95`; `release_key`: the key that hands a
-    pinned run back, None where that would do nothing (adaptation off). Wider than `width` cells,
-    the compact form: `plan cpu 2t · replan (load) at epoch 16` (an 80-column terminal's Run panel)."""
+    """`plan cpu×2 · agent · confidence 0.95`; `release_key`: the key that hands a pinned run
+    back, None where that would do nothing (adaptation off). Wider than `width` cells, the compact
+    form: `plan cpu×2 · replan (load) at epoch 16` (an 80-column terminal's Run panel)."""
     if decision is None:
         return Content("")
     line = _line(decision, release_key, compact=False)
@@ -94,7 +94,7 @@ def plan_line(decision: Decision | None, release_key: str | None = None, width: 
 
 
 def _line(decision: Decision, release_key: str | None, compact: bool) -> Content:
-    label = short_label(decision.plan) if compact else decision.plan.label
+    label = short_label(decision.plan)
     parts: list[tuple[str, str] | str] = [("plan ", "$text-muted"), (label, "bold"), " · "]
     parts += _who(decision, release_key, compact)
     return Content.assemble(*parts)

@@ -1,5 +1,5 @@
 """The figures the app's panels show, at a panel's width: the compact forms of the one formatting
-module (trainpilot/units.py), under the names the widgets use, and a plan in a few cells."""
+module (trainpilot/units.py), under the names the widgets use, and a plan by its short label."""
 from __future__ import annotations
 
 from trainpilot.plans import Plan
@@ -13,10 +13,5 @@ __all__ = ["error", "fraction", "seconds", "seconds_range", "short_label", "size
 
 
 def short_label(plan: Plan | None) -> str:
-    """'cpu 2t', 'cuda', 'cpu 2t cl bf16': a plan in a few cells (cl: channels_last), so the two
-    segments of a layout or precision switch read apart, and a plan fits a narrow panel's line."""
-    if plan is None:
-        return "?"
-    base = f"{plan.backend} {plan.threads}t" if plan.threads else plan.backend
-    marks = ("cl" if plan.memory_format else "", plan.precision or "")
-    return " ".join([base, *(m for m in marks if m)])
+    """The plan's one short label (Plan.short_label: 'cpu×2 · cl'), '?' for none."""
+    return "?" if plan is None else plan.short_label

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainpilot import events as ev
+from trainpilot.agent.plan_summary import PlanSummary
 from trainpilot.energy import Energy
+from trainpilot.energy.reading import joules_text
 
 from . import format as fmt
 
@@ -21,7 +23,7 @@ KINDS = ("observe", "think", "excluded", "decision", "act", "user", "refused", "
 
 @dataclass(frozen=True)
 class TraceEntry:
-    phase: str  # the label column: observe | think | act | learn | run | user
+    phase: str  # the label column: observe | think | act | learn | run | user | plan | n/a
     text: str
     kind: str  # observe | think | excluded | decision | act | user | refused | fallback | learn | pause | checkpoint | done | failed
 
@@ -50,6 +52,10 @@ def entries_for(event: ev.Event) -> list[TraceEntry]:
         return []  # the agent's own observe step follows with the same text
     if isinstance(event, ev.AgentStepped):
         details = step_details(event)
+        if "summary" in details:
+            return summary_entries(PlanSummary.from_dict(details["summary"]))
+        if details.get("part") in ("plan", "reason"):
+            return []  # the decision's summary says it in short
         if details.get("excluded"):
             kind = "excluded"
         elif "policy" in details or event.text.startswith("decision:"):
@@ -84,8 +90,21 @@ def entries_for(event: ev.Event) -> list[TraceEntry]:
     return [TraceEntry("run", f"{event.kind}", "think")]
 
 
+def summary_entries(summary: PlanSummary) -> list[TraceEntry]:
+    """The decision, its reasons, then every plan in short form (sorted by the objective, the chosen
+    one marked) and the plans that cannot run, one entry per reason."""
+    out = [TraceEntry("think", f"decision: {summary.decision}", "decision")]
+    out += [TraceEntry("think", f"· {reason}", "think") for reason in summary.reasons]
+    for row in summary.rows:
+        energy = "" if row.energy_j is None else f" · {joules_text(row.energy_j)}" + (" est." if row.energy_estimated else "")
+        mark = "▸ " if row.chosen else "  "
+        out.append(TraceEntry("plan", f"{mark}{row.short}  {fmt.seconds_range(row.predicted_s, row.low_s, row.high_s)}{energy}", "decision" if row.chosen else "think"))
+    out += [TraceEntry("n/a", group.text, "excluded") for group in summary.excluded]
+    return out
+
+
 def _chosen(event: ev.BackendChosen) -> TraceEntry:
-    label = event.plan.label
+    label = event.plan.short_label
     remaining = f"; predicted {fmt.seconds(event.predicted_s)} for the rest of the run" if event.predicted_s is not None else ""
     if event.source == "user":
         cost = fmt.seconds(event.switch_cost_s) if event.switch_cost_s is not None else "n/a"

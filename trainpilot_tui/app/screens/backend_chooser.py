@@ -27,7 +27,7 @@ def choice_for(plan: Plan) -> Choice:
 
 
 def option_prompt(option: PlanOption, current: Plan | None, key: str | None, width: int) -> Content:
-    label = option.plan.label
+    label = option.plan.short_label
     key_hint = (f"[{key}] " if key else "    ", "$text-muted")
     if not option.available:
         return Content.assemble(key_hint, f"{label:<{width}}  ", (f"n/a: {option.excluded_reason}", "$text-muted"))
@@ -47,7 +47,7 @@ class BackendChooser(ModalScreen[Choice | None]):
         self.keys = keys  # backend -> its direct override key, shown as a hint
 
     def compose(self) -> ComposeResult:
-        width = max((len(o.plan.label) for o in self.options), default=8)
+        width = max((len(o.plan.short_label) for o in self.options), default=8)
         seen: set[str] = set()
         items = []
         for index, option in enumerate(self.options):

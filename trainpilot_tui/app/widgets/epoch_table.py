@@ -108,7 +108,7 @@ def _rows(epochs: tuple[ev.EpochTimed, ...], compact: bool, metric: str | None) 
         if compact:
             rows.append((str(e.epoch), f"{e.loss:.3f}", *figures, *timing))
         else:
-            rows.append((str(e.epoch), f"{e.loss:.3f}", *figures, *timing, e.plan.label))
+            rows.append((str(e.epoch), f"{e.loss:.3f}", *figures, *timing, e.plan.short_label))
         if len(e.segments) > 1:
             for seg in e.segments:
                 pred, act = seg.get("predicted_s"), float(seg.get("actual_s", 0.0))
@@ -118,7 +118,7 @@ def _rows(epochs: tuple[ev.EpochTimed, ...], compact: bool, metric: str | None) 
                 if compact:
                     rows.append(("↳", fmt.short_label(plan), *gap, *seg_timing))
                 else:
-                    rows.append(("", "", *gap, *seg_timing, f"↳ {plan.label if plan else '?'}"))
+                    rows.append(("", "", *gap, *seg_timing, f"↳ {fmt.short_label(plan)}"))
     if epochs:
         predicted, actual = run_totals(epochs)
         blanks = ("", *gap)
