@@ -8,6 +8,8 @@ so your own history is neither read nor changed. In epoch 2 it does what a user 
 open the override dialog (o), pick another plan, resume (p); so the trace shows the user override
 and the predicted-vs-actual view shows the split epoch. It saves:
 
+    screenshots/tui-decision-80x24.svg    paused in epoch 2 in a plain 80x24 terminal: the agent's
+                                          plan and confidence pinned in the Run panel
     screenshots/tui-override-chooser.svg  the override dialog: each plan's prediction, n/a reasons
     screenshots/tui-training-160x48.svg   mid-run from epoch 3, wide terminal, dark theme
     screenshots/tui-training-80x24.svg    the same moment in a plain 80x24 terminal
@@ -69,6 +71,12 @@ async def shoot(out: Path, epochs: int) -> list[Path]:
         # A user's override: pause, open the chooser, pick another plan, resume.
         await pilot.press("p")
         await wait_for(pilot, lambda: app.paused, "the pause")
+        # Before it, the agent's decision in a plain terminal: pinned in the Run panel, the trace
+        # scrolled on past it
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: len(run.epochs) >= 1, "epoch 1's figures (painted at most every 2 s)")
+        await pilot.pause(0.6)
+        save("tui-decision-80x24.svg")
         await pilot.resize_terminal(110, 32)
         await pilot.press("o")
         await wait_for(pilot, lambda: isinstance(app.screen, BackendChooser), "the override dialog")

@@ -45,6 +45,10 @@ def test_a_narrow_panel_gets_the_compact_line() -> None:
     assert line(replan, width=60) == "plan cpu×1 · replan (pace) · moved at epoch 16"  # it fits: the full form
     agent = Decision.of(chosen(CPU2, "agent", 0.8), None)
     assert line(agent, width=42) == "plan cpu×2 · agent · confidence 0.80"  # the plan is short in both
+    split = Decision.of(chosen(Plan.split((CPU1, CPU1)).with_settings("channels_last"), "agent", 0.67), None)
+    assert line(split, width=42) == "plan split 1+1 · cl · agent · conf. 0.67"  # the confidence stays in sight
+    moved = Decision.of(chosen(CPU2.with_settings("channels_last"), "replan", trigger="verify"), 6)
+    assert line(moved, width=40) == "plan cpu×2 · cl · replan (verify)"  # too narrow for the epoch: who moved it, still
     assert all(len(line(d, width=42)) <= 42 for d in (replan, agent))
 
 

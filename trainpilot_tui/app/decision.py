@@ -62,7 +62,8 @@ def adaptation_off(event: ev.Event) -> bool:
 def _who(d: Decision, release_key: str | None, compact: bool) -> list[tuple[str, str] | str]:
     style = SOURCE_STYLE.get(d.source, "")
     if d.source == "agent":
-        confidence = [f" · confidence {d.confidence:.2f}"] if d.confidence is not None else []
+        said = "conf." if compact else "confidence"
+        confidence = [f" · {said} {d.confidence:.2f}"] if d.confidence is not None else []
         return [("agent", style), *confidence]
     if d.source == "replan":
         trigger = f" ({d.trigger})" if d.trigger else ""
@@ -84,17 +85,21 @@ def _who(d: Decision, release_key: str | None, compact: bool) -> list[tuple[str,
 def plan_line(decision: Decision | None, release_key: str | None = None, width: int | None = None) -> Content:
     """`plan cpu×2 · agent · confidence 0.95`; `release_key`: the key that hands a pinned run
     back, None where that would do nothing (adaptation off). Wider than `width` cells, the compact
-    form: `plan cpu×2 · replan (load) at epoch 16` (an 80-column terminal's Run panel)."""
+    form: `plan cpu×2 · replan (load) at epoch 16`, `plan split 1+1 · cl · agent · conf. 0.67`
+    (an 80-column terminal's Run panel)."""
     if decision is None:
         return Content("")
     line = _line(decision, release_key, compact=False)
-    if width is not None and line.cell_length > width:
-        line = _line(decision, release_key, compact=True)
+    for tighter in ("compact", "minimal"):  # the plan and who chose it always; the rest as it fits
+        if width is None or line.cell_length <= width:
+            break
+        line = _line(decision, release_key, compact=True, minimal=tighter == "minimal")
     return line
 
 
-def _line(decision: Decision, release_key: str | None, compact: bool) -> Content:
+def _line(decision: Decision, release_key: str | None, compact: bool, minimal: bool = False) -> Content:
     label = short_label(decision.plan)
     parts: list[tuple[str, str] | str] = [("plan ", "$text-muted"), (label, "bold"), " · "]
-    parts += _who(decision, release_key, compact)
+    who = _who(decision, release_key, compact)
+    parts += who[:1] if minimal else who  # minimal: who alone (`replan (verify)`, `yours`)
     return Content.assemble(*parts)

@@ -68,10 +68,24 @@ def summary_lines(summary: PlanSummary) -> tuple[list[str], list[str], list[str]
     return decision, shared, excluded
 
 
+def excluded_in_one_line(summary: PlanSummary) -> list[str]:
+    """'n/a here: 4 compiled plans, ane, mps, cuda (why: --verbose)': a run's trace names what
+    cannot run and leaves the reasons to `headless plan` and --verbose."""
+    if not summary.excluded:
+        return []
+    from trainpilot.agent.plan_summary import plans_named
+
+    names = ", ".join(plans_named(group.plans) for group in summary.excluded)
+    return [f"[dim]n/a here: {escape(names)} (why: --verbose, or headless plan)[/]"]
+
+
 def print_summary(console: Any, summary: PlanSummary, *, decision_first: bool) -> None:
     """The summary on `console`: for `headless plan` the table first; for a run's trace the
-    decision first (what a person wants to know as the run starts), then the table."""
+    decision first (what a person wants to know as the run starts), then the table, and the plans
+    that cannot run named in one line."""
     decision, shared, excluded = summary_lines(summary)
+    if decision_first:  # a run's trace: the reasons for exclusions are a command away
+        excluded = excluded_in_one_line(summary)
     table = plan_table(summary, console.width)
     if decision_first:
         for line in decision:

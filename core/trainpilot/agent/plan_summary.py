@@ -61,7 +61,7 @@ class Excluded:
     @property
     def text(self) -> str:
         """'4 compiled plans: torch.compile not measured here yet — trainpilot headless calibrate --compile'."""
-        return f"{_naming(self.plans)}: {self.reason}" + (f" — {self.lift}" if self.lift else "")
+        return f"{plans_named(self.plans)}: {self.reason}" + (f" — {self.lift}" if self.lift else "")
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,7 @@ def _source_fact(p: PlanPrediction) -> str:
     return p.source
 
 
-def _naming(plans: Sequence[str]) -> str:
+def plans_named(plans: Sequence[str]) -> str:
     """'ane', '4 compiled plans', '3 plans'."""
     if len(plans) == 1:
         return plans[0]
@@ -230,15 +230,21 @@ def _naming(plans: Sequence[str]) -> str:
     return f"{len(plans)} plans"
 
 
+def split_lift(why: str) -> tuple[str, str | None]:
+    """An exclusion's reason and the command that lifts it, where it names one:
+    'torch.compile not measured here yet (`trainpilot headless calibrate --compile`)' ->
+    ('torch.compile not measured here yet', 'trainpilot headless calibrate --compile')."""
+    found = _LIFT.search(why)
+    return (why[: found.start()], found.group(1)) if found else (why, None)
+
+
 def _excluded(predictions: Sequence[PlanPrediction]) -> tuple[Excluded, ...]:
     groups: dict[tuple[str, str | None], list[str]] = {}
     for p in predictions:
         why = p.excluded_reason if p.excluded else ("no time estimate yet" if p.predicted_s is None else None)
         if why is None:
             continue
-        found = _LIFT.search(why)
-        reason, lift = (why[: found.start()], found.group(1)) if found else (why, None)
-        groups.setdefault((reason, lift), []).append(p.plan.short_label)
+        groups.setdefault(split_lift(why), []).append(p.plan.short_label)
     return tuple(Excluded(reason, lift, tuple(plans)) for (reason, lift), plans in groups.items())
 
 

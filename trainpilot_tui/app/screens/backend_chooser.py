@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from trainpilot.agent.plan_summary import split_lift
 from trainpilot.plans import Plan
 
 from .. import format as fmt
@@ -29,8 +30,9 @@ def choice_for(plan: Plan) -> Choice:
 def option_prompt(option: PlanOption, current: Plan | None, key: str | None, width: int) -> Content:
     label = option.plan.short_label
     key_hint = (f"[{key}] " if key else "    ", "$text-muted")
-    if not option.available:
-        return Content.assemble(key_hint, f"{label:<{width}}  ", (f"n/a: {option.excluded_reason}", "$text-muted"))
+    if not option.available:  # the reason on one line; the Agent panel names what lifts it
+        reason, _lift = split_lift(option.excluded_reason or "")
+        return Content.assemble(key_hint, f"{label:<{width}}  ", (f"n/a: {reason}", "$text-muted"))
     predicted = f"predicted {fmt.seconds_range(option.predicted_s, option.low_s, option.high_s)} for the whole run" if option.predicted_s is not None else "no estimate yet"
     here = ("  (current)", "bold") if current == option.plan else ("", "")
     return Content.assemble(key_hint, (f"{label:<{width}}  ", "bold"), predicted, here)
