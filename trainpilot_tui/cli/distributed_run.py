@@ -161,9 +161,6 @@ def dispatch_distributed(config: Any, *, nproc: Optional[int], timeout: float, s
         usage_error(str(exc))
     if nproc is None and info is None:
         return
-    if config.job:
-        usage_error("--job does not go with a distributed run (--nproc, torchrun): its ranks train zoo models"
-                    " (--model) only")
     if nproc is not None and nproc < 1:
         usage_error("--nproc must be at least 1")
     if not timeout > 0:

@@ -67,7 +67,7 @@ def run_command(
                             job=job, workers=workers, memory_format=memory_format, precision=precision, adapt=adapt)
     from .distributed_run import dispatch_distributed
 
-    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, memory_format=memory_format, precision=precision, jsonl=jsonl, quiet=quiet, verbose=verbose, timeout=timeout, shares=shares))
+    dispatch_distributed(config, nproc=nproc, timeout=timeout, shares=shares, as_json=as_json, jsonl=jsonl, quiet=quiet, options=dict(model=model, dataset=dataset, job=_for_ranks(job), workers=workers, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, backend=backend, threads=threads, layers=layers, resume=resume, objective=objective, memory_format=memory_format, precision=precision, jsonl=jsonl, quiet=quiet, verbose=verbose, timeout=timeout, shares=shares))
     session = TrainingSession(config)
     finished: ev.RunFinished | None = None
     with SignalStop(session) as stop, StderrProgress(quiet=quiet, verbose=verbose) as progress:
@@ -88,6 +88,15 @@ def run_command(
             typer.echo(f"interrupted: {finished.message}", err=True)
         raise typer.Exit(stop.code or EXIT_SIGINT)
     fail(finished.message)  # one line, even with --quiet: a failure is never silent
+
+
+def _for_ranks(job: Optional[str]) -> Optional[str]:
+    """The job reference each rank loads itself: the file's absolute path, as a rank may start elsewhere."""
+    if job is None:
+        return None
+    from trainpilot.job.job_file import absolute_reference
+
+    return absolute_reference(job)
 
 
 def make_dataset_command(

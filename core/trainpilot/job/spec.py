@@ -32,6 +32,9 @@ class Job:
     metric:     "accuracy", a callable `(output, target) -> float`, or None (validation loss only).
     val_data:   held-out data in any `data` form; None holds out 10 % of `data`.
     workers:    pin the DataLoader's worker count (None: the agent chooses it with the threads).
+    loss_reduction: "mean" (default: PyTorch's losses, a step returning a batch mean) or "sum":
+                what the loss does over a batch's samples. Ranks and split plans weight each
+                share's loss by it, so a step on shares is the step on the whole batch.
     name:       what the trace, the history and --json call it (default: the model's class name).
     """
 
@@ -47,6 +50,7 @@ class Job:
     scheduler: Callable[..., Any] | None = None
     workers: int | None = None
     name: str | None = None
+    loss_reduction: str = "mean"
     zoo: Any = field(default=None, repr=False)  # the ModelSpec of a job built from the zoo (zoo_job)
 
     def __post_init__(self) -> None:
@@ -96,6 +100,10 @@ def check_job(job: Job) -> None:
         raise JobError(f"metric must be 'accuracy', a callable or None, got {type(job.metric).__name__}")
     if job.metric is not None and job.step is not None:
         raise JobError("metric needs the model's output and target, which a step hides; use loss= with a metric")
+    if job.loss_reduction not in ("mean", "sum"):
+        raise JobError(
+            f"loss_reduction must be 'mean' or 'sum' (what the loss does over a batch), got {job.loss_reduction!r}"
+        )
     if job.workers is not None and (
         isinstance(job.workers, bool) or not isinstance(job.workers, int) or job.workers < 0
     ):

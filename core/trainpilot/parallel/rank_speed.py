@@ -60,20 +60,27 @@ def equal_shares(batch: int, world: int) -> tuple[int, ...]:
 
 
 def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> float:
+    """`time_per_batch_sample` for a classifier's (x, y) under cross-entropy (the zoo's step)."""
+    ce = nn.CrossEntropyLoss()
+    return time_per_batch_sample(model, (x, y), lambda net, batch: (ce(net(batch[0]), batch[1]), None, None), device)
+
+
+def time_per_batch_sample(model: nn.Module, batch: Any, objective: Any, device: torch.device) -> float:
     """Seconds per sample of forward + backward on a copy of `model`: the median over the passes.
     Each pass (tens of ms) spans many scheduler slices, so a core shared with a busy process slows
     every pass alike and the median keeps that; what it drops is a stray pass stretched by some
     unpinned process (the launcher, another command) that lands on a rank's core once, which
     made the mean call the unloaded rank slow and understate the measured slow-down (measured:
     docs/measurements.md#cited-in-the-code-ranks)."""
+    from trainpilot.job.objective import batch_size_of, to_device
+
     probe = copy.deepcopy(model).to(device).train()
-    loss_fn = nn.CrossEntropyLoss()
-    x, y = x.to(device), y.to(device)
+    batch = to_device(batch, device)
     times: list[float] = []
     i = 0
     while i < WARMUP_PASSES + TIMED_PASSES or (sum(times) < MIN_TIMED_S and len(times) < MAX_TIMED_PASSES):
         start = time.perf_counter()
-        loss = loss_fn(probe(x), y)
+        loss = objective(probe, batch)[0]  # the job's own loss or step: (loss, output, target)
         loss.backward()
         for p in probe.parameters():
             p.grad = None
@@ -82,23 +89,21 @@ def time_per_sample(model: nn.Module, x: torch.Tensor, y: torch.Tensor, device: 
         if i >= WARMUP_PASSES:
             times.append(time.perf_counter() - start)
         i += 1
-    return float(np.median(times)) / max(len(x), 1)
+    return float(np.median(times)) / max(batch_size_of(batch), 1)
 
 
 def measure_shares(
     group: RankGroup,
     model: nn.Module,
-    inputs: Any,
-    labels: np.ndarray,
+    sample: Any,
+    objective: Any,
     batch: int,
     device: torch.device,
     policy: str = "measured",
 ) -> RankSpeeds:
-    """Time this rank, gather every rank's time, and split `batch` by finish time."""
-    n = max(1, min(batch // group.world_size, len(labels)))
-    x = torch.as_tensor(np.asarray(inputs[np.arange(n)]), dtype=torch.float32)
-    y = torch.as_tensor(labels[:n])
-    mine = time_per_sample(model, x, y, device)
+    """Time this rank's step on `sample` (a batch of about one rank's share, the job's own loss or
+    step), gather every rank's time, and split `batch` by finish time."""
+    mine = time_per_batch_sample(model, sample, objective, device)
     per_sample = tuple(float(v) for v in group.gather(mine, "the speed measurement"))
     shares = finish_time_shares(batch, per_sample) if policy == "measured" else equal_shares(batch, group.world_size)
     return RankSpeeds(per_sample, shares, policy)

@@ -126,16 +126,22 @@ class RankStrategy(RunStrategy):
     ) -> Any:
         from trainpilot.run.distributed_trainer import DistributedTrainer
 
+        job = prepared.job if prepared is not None else None
         self.trainer = DistributedTrainer(
             model,
             train_set,
             val_set,
-            batch_size=config.batch_size,
+            batch_size=prepared.batch_size if prepared is not None else config.batch_size,
             lr=config.lr,
             seed=config.seed,
             backends=backends,
+            objective=prepared.objective if prepared is not None else None,
+            optimizer=job.optimizer if job is not None else None,
+            scheduler=job.scheduler if job is not None else None,
+            shuffle=prepared.shuffle if prepared is not None else True,
             group=self.group,
             share_policy=self.share_policy,
+            loss_reduction=getattr(job, "loss_reduction", "mean"),
         )
         self.trainer.wants_stop = lambda: bool(steering.stop_reason)  # this rank's stop rides on the next all-reduce
         return self.trainer

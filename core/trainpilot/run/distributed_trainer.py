@@ -2,8 +2,10 @@
 
 Uneven shares are per-rank batch sizes with the loss scaled so that every step is the full-batch
 step (not DDP's `Join`: parallel/step_clock.py says why, with the arithmetic). Every rank walks the
-same seeded batch order (the single-process trainer's), taking its slice of each batch; a short
-last batch is split again by the same speeds.
+same seeded batch order (the single-process trainer's, or the job's own sampler's), taking its
+slice of each batch; a short last batch is split again by the same speeds. The step is the job's
+own: its loss or `step`, optimizer and scheduler, on its data (in memory, or a Dataset whose
+loader workers load this rank's slices).
 """
 
 from __future__ import annotations
@@ -11,22 +13,26 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
 import torch
 
 from trainpilot.job.layout import batch_to_layout
 from trainpilot.parallel.group import RankGroup
 from trainpilot.parallel.rank_speed import RankSpeeds, equal_shares, measure_shares, refined_shares
-from trainpilot.parallel.step_clock import StepClock, StepFigures, gradient_hook, shard_loss
+from trainpilot.parallel.step_clock import StepClock, StepFigures, gradient_hook, shard_weight
 from trainpilot.plans import Plan
 from trainpilot.predict.shares import finish_time_shares
 from trainpilot.run.trainer import StepResult, Trainer
 
 
 class DistributedTrainer(Trainer):
-    def __init__(self, *args: Any, group: RankGroup, share_policy: str = "measured", **kwargs: Any):
+    def __init__(
+        self, *args: Any, group: RankGroup, share_policy: str = "measured", loss_reduction: str = "mean", **kwargs: Any
+    ):
         super().__init__(*args, **kwargs)
         self.group = group
         self.share_policy = share_policy
+        self.loss_reduction = loss_reduction  # the job's loss over a batch: mean or sum (Job.loss_reduction)
         self.speeds: RankSpeeds | None = None
         # A stop asked of this rank rides on the step's gradient all-reduce with its figures
         # (StepFigures); every rank then sees the same `peer_stop` and stops at the same boundary.
@@ -55,8 +61,12 @@ class DistributedTrainer(Trainer):
         self.rebalance()
 
     def rebalance(self) -> RankSpeeds:
+        from trainpilot.job.objective import to_device
+
+        n = max(1, min(self.batch_size // self.group.world_size, len(self.train_set)))
+        sample = batch_to_layout(to_device(self.train_set.batch(np.arange(n)), self.device), self._layout)
         self.speeds = measure_shares(
-            self.group, self.full_model, self._inputs, self.train_set.y, self.batch_size, self.device, self.share_policy
+            self.group, self.full_model, sample, self.objective, self.batch_size, self.device, self.share_policy
         )
         return self.speeds
 
@@ -68,8 +78,23 @@ class DistributedTrainer(Trainer):
             return equal_shares(batch, self.group.world_size)
         return finish_time_shares(batch, self.speeds.per_sample_s)
 
+    def rank_slice(self, batch_idx: np.ndarray) -> np.ndarray:
+        """This rank's samples of one batch. A rank whose share is 0 (a short last batch among
+        many ranks) still runs one sample, its loss weighted 0: DDP needs every rank's gradients."""
+        shares = self.shares_for(len(batch_idx))
+        first = sum(shares[: self.group.rank])
+        mine = batch_idx[first : first + shares[self.group.rank]]
+        return mine if len(mine) else batch_idx[:1]
+
+    def epoch_batches(self, epoch: int, step: int) -> list[np.ndarray]:
+        """What a loader (a Dataset's workers) delivers to this rank: its slice of every batch.
+        The shares of an epoch are set at its first step, before the loader is built."""
+        return [self.rank_slice(b) for b in super().epoch_batches(epoch, step)]
+
     def train_step(self, epoch: int, step: int) -> StepResult:
         """Step `step` of `epoch` on this rank's share; the figures returned are the whole batch's."""
+        from trainpilot.job.objective import batch_size_of, to_device
+
         start = time.perf_counter()
         if step == 0 and self._clock.per_sample_s and self.share_policy == "measured" and self.speeds is not None:
             # every rank reaches an epoch's first step together (the last step's all-reduce), so
@@ -77,37 +102,40 @@ class DistributedTrainer(Trainer):
             self.speeds = refined_shares(self.group, self._clock.close_epoch(), self.speeds, self.batch_size, epoch)
         order = self.epoch_order(epoch)
         batch_idx = order[step * self.batch_size : (step + 1) * self.batch_size]
-        shares = self.shares_for(len(batch_idx))
-        first = sum(shares[: self.group.rank])
-        idx = batch_idx[first : first + shares[self.group.rank]]
-        x = batch_to_layout(self._batch(self._inputs, idx).to(self.device, non_blocking=True), self._layout)
-        y = torch.as_tensor(self.train_set.y[idx]).to(self.device, non_blocking=True)
+        share = self.shares_for(len(batch_idx))[self.group.rank]
+        idx = self.rank_slice(batch_idx)
+        batch = batch_to_layout(to_device(self._fetch(epoch, step, idx), self.device, non_blocking=True), self._layout)
+        n = (batch_size_of(batch) or len(idx)) if share else 0
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         # full batches only: a short last batch's fixed per-step cost weighs more per sample
-        with self._clock.timing(len(idx) if len(batch_idx) == self.batch_size else 0):
+        with self._clock.timing(n if len(batch_idx) == self.batch_size else 0):
             with self.autocast():
-                logits = self.model(x)
-                loss_sum, scaled = shard_loss(logits, y, len(batch_idx), self.group.world_size)
-            correct = int((logits.argmax(dim=1) == y).sum()) if len(idx) else 0
-            figures = [float(loss_sum.detach()), float(correct), float(len(idx)), 1.0 if self.wants_stop() else 0.0]
+                loss, output, target = self.objective(self.model, batch)
+            # the job's loss on its share, weighted so DDP's average is the whole batch's step
+            weight = shard_weight(self.loss_reduction, n, len(batch_idx), self.group.world_size)
+            metric = (self.objective.metric(output, target) or 0.0) if n else 0.0
+            part = float(loss.detach()) * (n if self.loss_reduction == "mean" else 1) if n else 0.0
+            figures = [part, metric * n, float(n), 1.0 if self.wants_stop() else 0.0]
             self._figures.put(figures)  # they ride on the gradient all-reduce (StepFigures)
-            self.group.guarded(f"the gradient all-reduce of epoch {epoch + 1}, step {step + 1}", scaled.backward)
+            self.group.guarded(
+                f"the gradient all-reduce of epoch {epoch + 1}, step {step + 1}", (loss * weight).backward
+            )
         # Before the optimizer step: if a peer is gone, this step has changed nothing yet, so the
         # checkpoint rank 0 then writes is the state at this step's start.
         summed = self._figures.summed
         if summed is None:  # no gradient bucket carried them (no trainable parameters, half precision)
             self._figures.take()
             summed = self.group.sum(figures, f"epoch {epoch + 1}, step {step + 1}")
-        loss_total, correct_total, seen, stops = summed
+        loss_total, metric_total, seen, stops = summed
         self.peer_stop = stops > 0
         self.optimizer.step()
         return StepResult(
             epoch,
             step + 1,
             self.steps_per_epoch,
-            loss_total / max(seen, 1.0),
-            int(correct_total),
+            loss_total / max(seen, 1.0) if self.loss_reduction == "mean" else loss_total,
+            metric_total,
             int(seen),
             time.perf_counter() - start,
         )

@@ -193,9 +193,7 @@ class Trainer:
             return data.batch(idx)
         if self._stream is None or self._stream[:2] != (epoch, step):
             self._stream = None  # an earlier iterator is dropped before the loader is pointed elsewhere
-            order = self.epoch_order(epoch)
-            starts = range(step * self.batch_size, len(order), self.batch_size)
-            batches = [order[s : s + self.batch_size] for s in starts]
+            batches = self.epoch_batches(epoch, step)
             pin = self.device.type == "cuda"
             self._stream = (epoch, step, data.loader(batches, self.loader_workers, pin_memory=pin))
             self._count_workers(data)
@@ -204,6 +202,12 @@ class Trainer:
         if step + 1 >= self.steps_per_epoch:
             self._stream = None  # the epoch's last batch: its iterator is done (the workers persist)
         return batch
+
+    def epoch_batches(self, epoch: int, step: int) -> list[np.ndarray]:
+        """The sample indices of `epoch`'s steps from `step` on, as this process loads them."""
+        order = self.epoch_order(epoch)
+        starts = range(step * self.batch_size, len(order), self.batch_size)
+        return [order[s : s + self.batch_size] for s in starts]
 
     def train_step(self, epoch: int, step: int) -> StepResult:
         """Run step `step` (0-based) of `epoch` and return what it did."""

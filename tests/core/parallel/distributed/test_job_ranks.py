@@ -1,0 +1,55 @@
+"""A user's own job on two gloo ranks: its Dataset, loss, optimizer and scheduler. After the same
+steps the ranks' weights equal one process's on the whole batch (float tolerance), with measured
+and with equal shares, for a mean loss and a summed one."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from trainpilot.paths import runs_dir
+from trainpilot_tui.cli import app
+
+runner = CliRunner()
+JOB = Path(__file__).with_name("ranked_job.py")
+
+
+def weights(run_id: str) -> dict[str, torch.Tensor]:
+    return torch.load(runs_dir() / run_id / "latest.pt", map_location="cpu", weights_only=True)["model_state"]
+
+
+def relative_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max() / b[k].abs().max().clamp_min(1e-12)) for k in a)
+
+
+def run(*args: str) -> dict:
+    result = runner.invoke(app, ["headless", "run", "-e", "2", "--seed", "3", "-q", "--json", "--adapt", "off", *args])
+    assert result.exit_code == 0, (result.stderr[-3000:], result.exception)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(("function", "shares"), [("make_job", "measured"), ("make_job_sum", "equal")])
+def test_a_job_on_two_ranks_steps_as_one_process_does(function: str, shares: str, trainpilot_home: Path) -> None:
+    job = f"{JOB}:{function}"
+    ranks = run("--job", job, "--nproc", "2", "--shares", shares)
+    assert ranks["status"] == "success" and ranks["plan"]["mode"] == "ddp-2" and ranks["model"] == "blobs"
+    assert ranks["distributed"]["weight_max_abs_diff_across_ranks"] == 0.0
+    assert sum(ranks["distributed"]["speeds"]["shares"]) == 64
+    assert all(e["val_accuracy"] is not None and e["accuracy"] is not None for e in ranks["epochs"])
+    one = run("--job", job, "--backend", "cpu", "--threads", "1")
+    assert relative_diff(weights(ranks["run_id"]), weights(one["run_id"])) < 1e-5
+    # the figures are the whole batch's, as one process reports them
+    for a, b in zip(ranks["epochs"], one["epochs"]):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4) and a["accuracy"] == pytest.approx(b["accuracy"], abs=1e-9)
+
+
+def test_a_wrong_loss_reduction_gives_another_step(trainpilot_home: Path) -> None:
+    """A summed loss declared a mean: each rank's sum weighted as a mean's, so on 2 equal ranks the
+    step is half the whole batch's (docs/jobs.md says what to declare)."""
+    wrong = run("--job", f"{JOB}:make_job_sum_said_mean", "--nproc", "2", "--shares", "equal")
+    right = run("--job", f"{JOB}:make_job_sum", "--backend", "cpu", "--threads", "1")
+    assert relative_diff(weights(wrong["run_id"]), weights(right["run_id"])) > 1e-3
