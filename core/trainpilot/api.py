@@ -224,6 +224,9 @@ def fit(
     memory_format: str = "auto",
     precision: str = "fp32",
     adapt: str = "on",
+    nproc: int | None = None,
+    shares: str = "measured",
+    timeout: float = 120.0,
 ) -> FitResult:
     """Train `job` on the plan the agent picks (or `backend`/`threads`), and return the result.
 
@@ -236,16 +239,35 @@ def fit(
     steps' pace changes and a move pays, and settling a near tie on the run's own steps) | verify
     (near ties only) | off (one decision before the first step). An override through `control`
     pins the plan until `control.release()`.
+    nproc: train as N ranks on this machine (torch.distributed, DDP; docs/jobs.md): `job` must then
+    be a reference, "train.py:make_job", which each rank builds itself; `shares` (measured | equal)
+    splits each batch by the ranks' speed or evenly; `timeout` is how long a rank waits for the
+    others. In a process torchrun started (RANK, WORLD_SIZE set), fit trains as that rank.
     on_event: called with every event of the session (trainpilot.events). Ctrl-C checkpoints and
     stops the run (status "interrupted"; `resume=run_id` continues it); a second Ctrl-C raises.
     State (history, checkpoints, calibration) lives under TRAINPILOT_HOME, as for the CLI.
     A job that cannot train as given raises JobError (nothing is recorded as a success); a run
     that fails while training returns status "failed" with the reason in `message`.
     """
+    from trainpilot.parallel.rank_env import RankInfo
     from trainpilot.run.config import SessionConfig, validate_config
     from trainpilot.run.session import TrainingSession
     from trainpilot.run.signal_stop import SignalStop
 
+    rank = RankInfo.from_env()
+    if nproc is not None and nproc < 1:
+        raise ValueError(f"nproc must be at least 1, got {nproc}")
+    if shares not in ("measured", "equal"):
+        raise ValueError(f"shares must be 'measured' or 'equal', got {shares!r}")
+    if rank is None and nproc is not None and nproc > 1 and not isinstance(job, (str, Path)):
+        raise JobError(
+            "fit(nproc=N) needs the job as a reference, 'train.py:make_job': each rank builds the job"
+            " itself, and a Job object in this process cannot be sent to them"
+        )
+    if isinstance(job, (str, Path)) and (rank is not None or (nproc or 1) > 1):
+        from trainpilot.job.job_file import absolute_reference
+
+        job = absolute_reference(str(job))  # a rank may start in another directory
     the_job = _as_job(job)
     config = validate_config(
         SessionConfig(
@@ -269,15 +291,26 @@ def fit(
             adapt=adapt,
         )
     )
-    session = TrainingSession(config, job=the_job)
-    if control is not None:
-        control._bind(session)
     events: list[Any] = []
-    with SignalStop(session):  # Ctrl-C: checkpoint and stop; a second one raises KeyboardInterrupt
-        for event in session.events():
-            events.append(event)
-            if on_event is not None:
-                on_event(event)
+
+    def seen(event: Any) -> None:
+        events.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    if rank is None and nproc is not None and nproc > 1:
+        return _fit_on_ranks(config, nproc, shares, timeout, the_job)
+    if rank is not None:  # this process is one rank of a group torchrun started
+        from trainpilot.run.rank_run import run_rank
+
+        session = run_rank(config, rank, job=the_job, share_policy=shares, timeout_s=timeout, on_event=seen)
+    else:
+        session = TrainingSession(config, job=the_job)
+        if control is not None:
+            control._bind(session)
+        with SignalStop(session):  # Ctrl-C: checkpoint and stop; a second one raises KeyboardInterrupt
+            for event in session.events():
+                seen(event)
     assert session.finished is not None
     if isinstance(session.error, USER_ERRORS):
         raise JobError(str(session.error)) from session.error
@@ -287,6 +320,41 @@ def fit(
 
         model_to_layout(model, None)  # the same values, in the strides the user's code expects (view, numpy)
     return FitResult(session.finished.result, model, tuple(events))
+
+
+def _fit_on_ranks(config: Any, nproc: int, shares: str, timeout: float, the_job: Job) -> FitResult:
+    """`nproc` local ranks of the run (trainpilot.run.rank_run in each); the result is rank 0's,
+    and the model the run's last checkpoint holds, loaded into the job's own model."""
+    from dataclasses import replace
+
+    from trainpilot.parallel.launch import launch_local
+    from trainpilot.run.config import new_run_id
+    from trainpilot.run.rank_run import launch_args
+
+    config = replace(config, run_id=config.run_id or new_run_id())  # every rank the same id (rank 0's)
+    outcome = launch_local(nproc, launch_args(config, shares, timeout), shutdown_timeout_s=timeout)
+    report = outcome.leader.report or {}
+    result = report.get("result")
+    if not isinstance(result, dict):
+        status = "interrupted" if report.get("status") == "interrupted" else "failed"
+        message = str(report.get("message") or outcome.failure_message())
+        return FitResult({"status": status, "message": message, "run_id": config.run_id, "plan": None})
+    return FitResult(result, _checkpointed_model(the_job, str(result["run_id"])), ())
+
+
+def _checkpointed_model(the_job: Job, run_id: str) -> Any:
+    """The job's model with the weights of the run's last checkpoint (None when there is none)."""
+    import torch
+
+    from trainpilot.paths import runs_dir
+
+    path = runs_dir() / run_id / "latest.pt"
+    if not path.exists():
+        return None
+    model = the_job.model if isinstance(the_job.model, torch.nn.Module) else the_job.model()
+    state = torch.load(path, map_location="cpu", weights_only=True)["model_state"]
+    model.load_state_dict(state)
+    return model
 
 
 __all__ = ["Control", "FitResult", "Job", "JobError", "PlanReport", "TrainPilotError", "fit", "plan"]

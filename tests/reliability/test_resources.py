@@ -95,5 +95,5 @@ def test_a_plan_that_does_not_fit_the_device_is_refused(trainpilot_home):
     finally:
         undo()
     assert session.finished.status == "failed"
-    assert "large_dense" in session.finished.message and "cuda's memory" in session.finished.message and "2 MB" in session.finished.message
+    assert "large_dense" in session.finished.message and "cuda:0's memory" in session.finished.message and "2 MB" in session.finished.message
     assert not any(e.kind in ("StepProgressed", "CheckpointSaved") for e in events)

@@ -84,6 +84,11 @@ class Dataset:
 
         return torch.as_tensor(np.asarray(self.X[idx]), dtype=torch.float32), torch.as_tensor(self.y[idx])
 
+    def subset(self, idx: np.ndarray) -> Dataset:
+        """Samples `idx` as a dataset of their own (a rank's slice of the held-out set)."""
+        rows = _take(self.X, idx) if isinstance(self.X, np.memmap) else self.X[idx]
+        return Dataset(rows, self.y[idx], self.source, self.num_classes)
+
     def split(self, val_fraction: float = 0.1, seed: int = 0) -> tuple[Dataset, Dataset]:
         """A held-out validation split, deterministic for a seed. Index arrays, so memory maps stay lazy."""
         n = len(self)

@@ -26,13 +26,10 @@ from trainpilot.run.trainer import StepResult, Trainer
 
 
 class DistributedTrainer(Trainer):
-    def __init__(
-        self, *args: Any, group: RankGroup, share_policy: str = "measured", loss_reduction: str = "mean", **kwargs: Any
-    ):
+    def __init__(self, *args: Any, group: RankGroup, share_policy: str = "measured", **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.group = group
         self.share_policy = share_policy
-        self.loss_reduction = loss_reduction  # the job's loss over a batch: mean or sum (Job.loss_reduction)
         self.speeds: RankSpeeds | None = None
         # A stop asked of this rank rides on the step's gradient all-reduce with its figures
         # (StepFigures); every rank then sees the same `peer_stop` and stops at the same boundary.
@@ -51,6 +48,7 @@ class DistributedTrainer(Trainer):
         super().use_plan(plan)
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         module = self.model
+        self._check_same_model(module)
         self.model = self.group.guarded(
             "setting up DistributedDataParallel", lambda: DistributedDataParallel(module, device_ids=device_ids)
         )
@@ -59,6 +57,30 @@ class DistributedTrainer(Trainer):
         self._clock.attach(module)
         self.model.register_comm_hook(None, gradient_hook(self._clock, self._figures))  # None: DDP's default group
         self.rebalance()
+
+    def _check_same_model(self, module: Any) -> None:
+        """Every rank built the same model (a `make_job` runs on each): one JobError on every rank
+        naming the first difference, before DDP, whose own check of the shapes leaves the ranks
+        waiting on each other until the timeout when they differ."""
+        from trainpilot.errors import JobError
+
+        mine = [(name, tuple(p.shape)) for name, p in module.named_parameters()]
+        every = self.group.gather(mine, "checking that every rank built the same model")
+        for rank, theirs in enumerate(every):
+            if theirs == every[0]:
+                continue
+            where = next(
+                (
+                    f"{a[0]} is {a[1]} on rank 0, {b[0]} {b[1]} on rank {rank}"
+                    for a, b in zip(every[0], theirs, strict=False)
+                    if a != b
+                ),
+                f"rank 0 has {len(every[0])} parameter tensors, rank {rank} {len(theirs)}",
+            )
+            raise JobError(
+                f"the ranks built different models ({where}): make_job must build the same model on every rank"
+                " (sizes not read from RANK or anything that differs between processes)"
+            )
 
     def rebalance(self) -> RankSpeeds:
         from trainpilot.job.objective import to_device
@@ -150,6 +172,14 @@ class DistributedTrainer(Trainer):
         return self.group.spread(torch.cat(tensors), "the end-of-run weight check")
 
     def evaluate(self) -> float | None:
-        """Only rank 0 reports validation accuracy; the others skip the work (they wait for rank 0
-        at the next collective instead of spending their core on a figure nobody shows)."""
-        return super().evaluate() if self.group.rank == 0 else None
+        """Validation shared out: each rank runs the job's loss and metric on its slice of the
+        held-out set, and the sums are gathered, so every rank holds the whole set's figures (every
+        rank validates at the same epoch end, so the sum is a collective they all enter)."""
+        self.last_val_loss = None
+        n = len(self.val_set)
+        if n == 0:
+            return None
+        mine = np.array_split(np.arange(n), self.group.world_size)[self.group.rank]
+        sums = self.validation_sums(self.val_set.subset(mine)) if len(mine) else (0.0, 0.0, 0.0)
+        total = self.group.sum(list(sums), "gathering the validation figures")
+        return self._from_sums(*total)

@@ -97,6 +97,7 @@ class RunStrategy:
             optimizer=job.optimizer if job is not None else None,
             scheduler=job.scheduler if job is not None else None,
             shuffle=prepared.shuffle if prepared is not None else True,
+            loss_reduction=getattr(job, "loss_reduction", "mean"),
         )
 
     def stop_agreed(self, trainer: Any, stop_reason: str | None) -> str | None:

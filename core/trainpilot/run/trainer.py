@@ -55,6 +55,7 @@ class Trainer:
         optimizer: Any = None,
         scheduler: Any = None,
         shuffle: bool = True,
+        loss_reduction: str = "mean",
     ):
         self._backend = backends  # name -> Backend; a session may carry its own options (ANE --freeze)
         self.full_model = model
@@ -63,6 +64,7 @@ class Trainer:
         self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
         self.objective = objective or _zoo_objective()  # batch -> (loss, output, target): job/objective.py
         self.loss_fn = self.objective.loss_fn  # a split plan's runner computes it per worker share
+        self.loss_reduction = loss_reduction  # the job's loss over a batch: mean or sum (Job.loss_reduction)
         self._make_optimizer = optimizer or (lambda params: torch.optim.Adam(params, lr=lr))
         self.optimizer = self._new_optimizer()
         self._make_scheduler = scheduler
@@ -261,15 +263,24 @@ class Trainer:
         metric: then `last_val_loss` is what validation measured)."""
         return self.accuracy_on(self.val_set)
 
-    @torch.no_grad()
     def accuracy_on(self, data: Any) -> float | None:
         """The job's metric on `data` (accuracy for the zoo); sets `last_val_loss` as well."""
-        from trainpilot.job.layout import batch_to_layout
-        from trainpilot.job.objective import batch_size_of, to_device
-
         self.last_val_loss = None
         if len(data) == 0:
             return None
+        return self._from_sums(*self.validation_sums(data))
+
+    def _from_sums(self, loss_sum: float, metric_sum: float, seen: float) -> float | None:
+        """The figures of summed (loss, metric, samples): `last_val_loss` set, the metric returned."""
+        self.last_val_loss = loss_sum / max(seen, 1)
+        return metric_sum / max(seen, 1) if self.has_metric else None
+
+    @torch.no_grad()
+    def validation_sums(self, data: Any) -> tuple[float, float, float]:
+        """The job's loss and metric summed over `data`'s samples, and their count."""
+        from trainpilot.job.layout import batch_to_layout
+        from trainpilot.job.objective import batch_size_of, to_device
+
         model = self.full_model
         model.eval()
         self._in_train_mode = False
@@ -286,11 +297,10 @@ class Trainer:
             with self.autocast():
                 loss, output, target = self.objective(model, batch)
             n = batch_size_of(batch)
-            loss_sum += float(loss) * n
+            loss_sum += float(loss) * (n if self.loss_reduction == "mean" else 1)  # per sample, either way
             metric_sum += (self.objective.metric(output, target) or 0.0) * n
             seen += n
-        self.last_val_loss = loss_sum / max(seen, 1)
-        return metric_sum / max(seen, 1) if self.has_metric else None
+        return loss_sum, metric_sum, float(seen)
 
     # ---------------------------------------------------------------- state
 

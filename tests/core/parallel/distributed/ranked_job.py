@@ -59,3 +59,14 @@ def make_job_sum() -> trainpilot.Job:
 def make_job_sum_said_mean() -> trainpilot.Job:
     """A summed loss declared a mean: the user's mistake, which halves each step on 2 equal ranks."""
     return _job(summed_ce, "mean")
+
+
+def make_job_per_rank() -> trainpilot.Job:
+    """A make_job that builds another model on rank 1 (a bug a user can write: a size read from the
+    environment): the ranks must not train different models."""
+    import os
+
+    hidden = 32 if os.environ.get("RANK", "0") == "0" else 48
+    job = _job(smoothed_ce, "mean")
+    job.model = lambda: nn.Sequential(nn.Linear(16, hidden), nn.ReLU(), nn.Linear(hidden, 4))
+    return job

@@ -45,6 +45,8 @@ def test_a_job_on_two_ranks_steps_as_one_process_does(function: str, shares: str
     # the figures are the whole batch's, as one process reports them
     for a, b in zip(ranks["epochs"], one["epochs"]):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4) and a["accuracy"] == pytest.approx(b["accuracy"], abs=1e-9)
+        # validation shared out among the ranks and gathered: the whole held-out set's figures
+        assert a["val_accuracy"] == pytest.approx(b["val_accuracy"], abs=1e-9) and a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-4)
 
 
 def test_a_wrong_loss_reduction_gives_another_step(trainpilot_home: Path) -> None:
@@ -53,3 +55,20 @@ def test_a_wrong_loss_reduction_gives_another_step(trainpilot_home: Path) -> Non
     wrong = run("--job", f"{JOB}:make_job_sum_said_mean", "--nproc", "2", "--shares", "equal")
     right = run("--job", f"{JOB}:make_job_sum", "--backend", "cpu", "--threads", "1")
     assert relative_diff(weights(wrong["run_id"]), weights(right["run_id"])) > 1e-3
+
+
+def test_two_ranks_then_one_process_resumes_the_job(trainpilot_home: Path) -> None:
+    """A 2-rank checkpoint of a job resumes on one process: the run goes on as if it never moved."""
+    job = f"{JOB}:make_job"
+    first = run("--job", job, "--nproc", "2", "-e", "1")
+    resumed = run("--job", job, "--resume", first["run_id"], "-e", "2", "--backend", "cpu", "--threads", "1")
+    assert resumed["run_id"] == first["run_id"] and [e["epoch"] for e in resumed["epochs"]] == [1, 2]
+    one = run("--job", job, "--backend", "cpu", "--threads", "1")
+    assert relative_diff(weights(resumed["run_id"]), weights(one["run_id"])) < 1e-5
+
+
+def test_ranks_that_build_different_models_fail_with_one_line(trainpilot_home: Path) -> None:
+    result = runner.invoke(app, ["headless", "run", "--job", f"{JOB}:make_job_per_rank", "--nproc", "2", "-e", "1", "-q"])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "the ranks built different models (0.weight is (32, 16) on rank 0" in errors[0], result.stderr[-2000:]
