@@ -40,8 +40,9 @@ def test_plan_fits_one_screen_at_80_columns(model: str, calibrated_home: Path, d
     assert len(compile_lines) == 1 and "compiled plans:" in compile_lines[0]  # one line for all of them
     assert "calibrate --compile" in text  # what lifts it (on the line or the one it wraps onto)
     assert "(1 thread" not in text  # no long label
-    wide = plan_output(["-m", model, "-d", str(dataset_dir)], 160)
-    assert len(wide) <= len(lines) and "source" in wide[1] and "±error" in wide[1]  # more columns, never more rows
+    if model == "small_cnn":  # one model is enough for the wide form
+        wide = plan_output(["-m", model, "-d", str(dataset_dir)], 160)
+        assert len(wide) <= len(lines) and "source" in wide[1] and "±error" in wide[1]  # more columns, never more rows
 
 
 @pytest.mark.parametrize("example", ["cnn_images", "costly_transforms", "regression_mlp", "transformer_tokens"])

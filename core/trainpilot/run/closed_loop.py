@@ -255,8 +255,11 @@ class ClosedLoop:
             # The load as it is beside this plan: a busy process takes more of the machine once the
             # run uses fewer threads, so the base a change is measured from is read again here (a
             # change of a step or more is left to the change detection: it may be a new load).
-            seen = statistics.median(w.others for w in settled)
-            if abs(seen - self.load_base) < LOAD_STEP:
+            # Windows that disagree by a step or more saw a load come or go while the pace settled:
+            # the base stays, so that change is still a change (not absorbed into the base).
+            others = [w.others for w in settled]
+            seen = statistics.median(others)
+            if abs(seen - self.load_base) < LOAD_STEP and max(others) - min(others) < LOAD_STEP:
                 self.load_base = seen
             predicted = self._predicted_step(self.s.plan, self.load)  # type: ignore[arg-type]
             self.bias = clamp_bias(self.pace, predicted)
