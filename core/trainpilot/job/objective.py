@@ -48,6 +48,31 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> A
     return batch
 
 
+def slice_batch(batch: Any, start: int, stop: int) -> Any:
+    """Samples [start, stop) of a batch: every tensor with the batch's samples along its first
+    dimension cut there (tuples, lists, dicts, nested). A JobError where a tensor does not have the
+    batch's samples first (what a split plan cannot share among its workers)."""
+    n = batch_size_of(batch)
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if value.ndim == 0 or value.shape[0] != n:
+                raise JobError(
+                    f"a tensor of shape {tuple(value.shape)} in a batch of {n} samples does not hold them along"
+                    " its first dimension: the batch cannot be shared among workers"
+                )
+            return value[start:stop]
+        if isinstance(value, Mapping):
+            return type(value)({k: cut(v) for k, v in value.items()})  # type: ignore[call-arg]
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+            return type(value)(*(cut(v) for v in value))
+        if isinstance(value, (tuple, list)):
+            return type(value)(cut(v) for v in value)
+        return value
+
+    return cut(batch)
+
+
 def batch_size_of(batch: Any) -> int:
     """Samples in a batch: the first dimension of the first tensor found in it."""
     if isinstance(batch, torch.Tensor):

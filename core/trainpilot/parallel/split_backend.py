@@ -54,12 +54,9 @@ class SplitBackend(Backend):
         return out
 
     def supports(self, profile: Any) -> Availability:
-        if (getattr(profile, "extra", None) or {}).get("job_form", "zoo") != "zoo":
-            # a shard's loss is weighted by its share of the batch: right for the zoo's mean
-            # cross-entropy, unknown for a job's own loss or step
-            return Availability(
-                False, "a split shares the batches of zoo models; a job's own loss or step trains whole"
-            )
+        # A job's own loss or step splits too: each share's loss is weighted by Job.loss_reduction
+        # (split_runner.py); a batch that cannot be cut along its samples fails the first step,
+        # and the run falls back to the CPU with that reason.
         kinds = dict(getattr(profile, "layer_kinds", {}) or {})
         if kinds.get("norm"):
             # the profile does not tell BatchNorm (batch statistics) from LayerNorm (per sample)

@@ -31,7 +31,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainpilot.errors import BackendUnavailable
+from trainpilot.errors import BackendUnavailable, JobError
+from trainpilot.job.objective import batch_size_of, slice_batch, to_device
 from trainpilot.job.precision import autocast
 from trainpilot.plans import Plan
 from trainpilot.predict.shares import finish_time_shares, shard_weights
@@ -126,20 +127,25 @@ class SplitRunner:
         return finish_time_shares(batch, [1.0] * k)
 
     def forward_backward(
-        self, model: nn.Module, loss_fn: Any, x: torch.Tensor, y: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Set every parameter's .grad to the whole batch's mean-loss gradient; return (logits, loss)
-        of the whole batch, as `loss.backward()` on one device would have."""
+        self, model: nn.Module, objective: Any, batch: Any, reduction: str = "mean"
+    ) -> tuple[torch.Tensor, Any, Any]:
+        """Set every parameter's .grad to the whole batch's loss gradient and return (loss, output,
+        target) of the whole batch, as `objective(model, batch)` and `loss.backward()` on one
+        device would have. `objective`: the job's loss or step (job/objective.py); `reduction`: what
+        its loss does over a batch's samples (mean or sum: Job.loss_reduction), which weighs each
+        worker's share. The output and target are the shares' joined, None where they are not
+        tensors (a step hides them)."""
         params = [p for p in model.parameters() if p.requires_grad]
-        shares = self.shares(len(x))
+        shares = self.shares(batch_size_of(batch))
         bounds = [0]
         for n in shares:
             bounds.append(bounds[-1] + n)
-        jobs = [(i, x[bounds[i] : bounds[i + 1]], y[bounds[i] : bounds[i + 1]]) for i, n in enumerate(shares) if n]
+        try:
+            jobs = [(i, slice_batch(batch, bounds[i], bounds[i + 1])) for i, n in enumerate(shares) if n]
+        except JobError as exc:  # the plan cannot run this job: the run falls back with the reason
+            raise BackendUnavailable(f"a split cannot share this job's batches: {exc.problem}") from None
 
-        def work(
-            i: int, xs: torch.Tensor, ys: torch.Tensor
-        ) -> tuple[int, torch.Tensor, torch.Tensor, tuple[Any, ...], float]:
+        def work(i: int, shard: Any) -> tuple[int, Any, Any, torch.Tensor, tuple[Any, ...], float]:
             start = time.perf_counter()
             replica = self.replicas[i]
             if replica is None:
@@ -151,34 +157,46 @@ class SplitRunner:
                     for mine, host in zip(net_params, params, strict=False):
                         mine.copy_(host, non_blocking=True)
                 net.train(model.training)
-                xs, ys = xs.to(device, non_blocking=True), ys.to(device, non_blocking=True)
+                shard = to_device(shard, device, non_blocking=True)
             with autocast(self.devices[i], self.plan.precision):  # autocast is per thread: set in each worker
-                logits = net(xs)
-                loss = loss_fn(logits, ys)
+                loss, output, target = objective(net, shard)
             grads = torch.autograd.grad(loss, net_params, allow_unused=True)
             if replica is not None:
                 grads = tuple(g.to("cpu") if g is not None else None for g in grads)
-                logits, loss = logits.detach().to("cpu"), loss.detach().to("cpu")  # .to("cpu") waits for the device
-            return i, logits.detach(), loss.detach(), grads, time.perf_counter() - start
+                output, target = (
+                    to_device(_detached(output), torch.device("cpu")),
+                    to_device(target, torch.device("cpu")),
+                )
+            return i, _detached(output), target, loss.detach().to("cpu"), grads, time.perf_counter() - start
 
         futures = [self._pool.submit(work, *job) for job in jobs[1:]]
         results = [work(*jobs[0])] + [f.result() for f in futures]
         results.sort(key=lambda r: r[0])
-        weights = shard_weights(shares)
+        weights = shard_weights(shares) if reduction == "mean" else tuple(1.0 for _ in shares)
         for j, p in enumerate(params):
             total = None
-            for i, _logits, _loss, grads, _t in results:
+            for i, _out, _target, _loss, grads, _t in results:
                 g = grads[j]
                 if g is None:
                     continue
                 total = g * weights[i] if total is None else total.add_(g, alpha=weights[i])
             p.grad = total
         if self.steps > 0:  # a fresh model's (and a fresh thread's) first step is slower than the rest: not a speed
-            for i, _logits, _loss, _grads, seconds in results:
+            for i, _out, _target, _loss, _grads, seconds in results:
                 self.models[i].add(shares[i], seconds)
         self.steps += 1
         self.last_shares = shares
-        self.last_worker_s = tuple(next((r[4] for r in results if r[0] == i), 0.0) for i in range(len(shares)))
-        logits = torch.cat([r[1] for r in results])
-        loss = sum(r[2] * weights[r[0]] for r in results)
-        return logits, loss  # type: ignore[return-value]
+        self.last_worker_s = tuple(next((r[5] for r in results if r[0] == i), 0.0) for i in range(len(shares)))
+        loss = sum(r[3] * weights[r[0]] for r in results)
+        return loss, _joined([r[1] for r in results]), _joined([r[2] for r in results])  # type: ignore[return-value]
+
+
+def _detached(value: Any) -> Any:
+    return value.detach() if isinstance(value, torch.Tensor) else value
+
+
+def _joined(parts: list[Any]) -> Any:
+    """The shares' outputs (or targets) as the whole batch's: tensors joined along the samples."""
+    if parts and all(isinstance(p, torch.Tensor) and p.ndim for p in parts):
+        return torch.cat(parts)
+    return None

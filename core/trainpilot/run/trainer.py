@@ -63,7 +63,6 @@ class Trainer:
         self.train_set, self.val_set = train, val
         self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
         self.objective = objective or _zoo_objective()  # batch -> (loss, output, target): job/objective.py
-        self.loss_fn = self.objective.loss_fn  # a split plan's runner computes it per worker share
         self.loss_reduction = loss_reduction  # the job's loss over a batch: mean or sum (Job.loss_reduction)
         self._make_optimizer = optimizer or (lambda params: torch.optim.Adam(params, lr=lr))
         self.optimizer = self._new_optimizer()
@@ -214,7 +213,7 @@ class Trainer:
     def train_step(self, epoch: int, step: int) -> StepResult:
         """Run step `step` (0-based) of `epoch` and return what it did."""
         from trainpilot.job.layout import batch_to_layout
-        from trainpilot.job.objective import batch_size_of, split_batch, to_device
+        from trainpilot.job.objective import batch_size_of, to_device
 
         start = time.perf_counter()
         order = self.epoch_order(epoch)
@@ -224,10 +223,8 @@ class Trainer:
             self.model.train()
             self._in_train_mode = True
         self.optimizer.zero_grad(set_to_none=True)
-        if self._runner is not None:  # a split plan: (x, y) batches of a loss-form job (split_backend.py)
-            (x,), _kw, y = split_batch(batch)
-            output, loss = self._runner.forward_backward(self.model, self.loss_fn, x, y)
-            target = y
+        if self._runner is not None:  # a split plan: the batch shared among its workers (split_backend.py)
+            loss, output, target = self._runner.forward_backward(self.model, self.objective, batch, self.loss_reduction)
         else:
             with self.autocast():
                 loss, output, target = self.objective(self.model, batch)

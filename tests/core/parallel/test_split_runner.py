@@ -9,6 +9,7 @@ from torch import nn
 
 from trainpilot.job.data import Dataset
 from trainpilot.errors import BackendUnavailable
+from trainpilot.job.objective import Objective
 from trainpilot.parallel.split_runner import SplitRunner, WorkerModel
 from trainpilot.plans import Plan
 from trainpilot.run.trainer import Trainer
@@ -62,12 +63,55 @@ def test_combined_gradient_is_the_whole_batch_gradient_for_uneven_shares() -> No
     for n in (2, 4, 6):
         runner.models[0].add(n, 1.0 * n)
         runner.models[1].add(n, 3.0 * n)  # the second worker 3x slower per sample: shares ~10 + 3
-    logits, loss = runner.forward_backward(model, loss_fn, x, y)
+    loss, logits, target = runner.forward_backward(model, Objective(loss_fn, None, None, "ce", None), (x, y))
     runner.close()
     assert runner.last_shares == (10, 3)
-    assert logits.shape == (13, 10) and float(loss.detach()) == pytest.approx(float(loss_fn(model(x), y).detach()), rel=1e-6)
+    assert logits.shape == (13, 10) and torch.equal(target, y)
+    assert float(loss.detach()) == pytest.approx(float(loss_fn(model(x), y).detach()), rel=1e-6)
     for p, g in zip(model.parameters(), expected):
         torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-7)
+
+
+def _uneven_runner(model: nn.Module) -> SplitRunner:
+    runner = SplitRunner(model, TWO_CPU)
+    runner.steps = 1  # past the untimed warm-up step
+    for n in (2, 4, 6):
+        runner.models[0].add(n, 1.0 * n)
+        runner.models[1].add(n, 3.0 * n)
+    return runner
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_jobs_own_step_on_a_dict_batch_splits_to_the_whole_batch_gradient(reduction: str) -> None:
+    """A step-form job (the loss computed inside, from a dict batch) and a summed loss: the shares'
+    gradients, weighted by the declared reduction, are the whole batch's."""
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    batch = {"features": torch.randn(13, 8), "target": torch.randn(13, 1)}
+    reduce = torch.sum if reduction == "sum" else torch.mean
+
+    def step(net: nn.Module, b: dict) -> torch.Tensor:
+        return reduce((net(b["features"]) - b["target"]) ** 2)
+
+    step(model, batch).backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    runner = _uneven_runner(model)
+    loss, output, target = runner.forward_backward(model, Objective(None, step, None, "step", None), batch, reduction)
+    runner.close()
+    assert runner.last_shares == (10, 3) and output is None and target is None
+    assert float(loss) == pytest.approx(float(step(model, batch).detach()), rel=1e-5)
+    for p, g in zip(model.parameters(), expected):
+        torch.testing.assert_close(p.grad, g, rtol=1e-5, atol=1e-6)
+
+
+def test_a_batch_not_cut_along_its_samples_is_refused_with_the_reason() -> None:
+    model = nn.Linear(8, 2)
+    runner = _uneven_runner(model)
+    batch = (torch.randn(13, 8), torch.randint(0, 2, (13,)), torch.randn(4))  # a per-batch tensor of another length
+    with pytest.raises(BackendUnavailable, match="shape \\(4,\\) in a batch of 13 samples"):
+        runner.forward_backward(model, Objective(lambda o, t: o.sum(), None, None, "x", None), batch)
+    runner.close()
 
 
 def test_batch_dependent_layers_are_refused() -> None:

@@ -72,3 +72,14 @@ def test_ranks_that_build_different_models_fail_with_one_line(trainpilot_home: P
     assert result.exit_code == 1, result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "the ranks built different models (0.weight is (32, 16) on rank 0" in errors[0], result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("function", ["make_job", "make_job_sum"])
+def test_the_split_plan_of_a_job_steps_as_one_process_does(function: str, trainpilot_home: Path) -> None:
+    """One batch shared by two 1-thread workers in one process (the split plan), the job's own loss
+    weighted by its declared reduction: the weights one process gets on the whole batch."""
+    job = f"{JOB}:{function}"
+    split = run("--job", job, "--backend", "split")
+    assert split["plan"]["backend"] == "split" and not split.get("fallback_reason"), split.get("fallback_reason")
+    one = run("--job", job, "--backend", "cpu", "--threads", "1")
+    assert relative_diff(weights(split["run_id"]), weights(one["run_id"])) < 1e-5
