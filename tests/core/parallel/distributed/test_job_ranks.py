@@ -83,3 +83,31 @@ def test_the_split_plan_of_a_job_steps_as_one_process_does(function: str, trainp
     assert split["plan"]["backend"] == "split" and not split.get("fallback_reason"), split.get("fallback_reason")
     one = run("--job", job, "--backend", "cpu", "--threads", "1")
     assert relative_diff(weights(split["run_id"]), weights(one["run_id"])) < 1e-5
+
+
+def test_a_job_across_two_torchrun_nodes_on_loopback(trainpilot_home: Path, tmp_path: Path) -> None:
+    """Two torchrun launches (`--nnodes 2`, c10d rendezvous on 127.0.0.1), one rank each, of a job
+    file: the run succeeds and is recorded once."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from trainpilot.predict.history import History
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    node = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "tp-job-test", "-m", "trainpilot_tui", "headless", "run",
+            "--job", f"{JOB}:make_job", "-e", "1", "--seed", "3", "-q", "--json", "--adapt", "off"]
+    launches = [subprocess.Popen(node, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outputs = [p.communicate(timeout=180) for p in launches]
+    assert all(p.returncode == 0 for p in launches), [err[-1500:] for _, err in outputs]
+    printed = [json.loads(out) for out, _ in outputs if out.strip()]
+    assert len(printed) == 1  # rank 0's node prints the result, once
+    result = printed[0]
+    assert result["status"] == "success" and result["distributed"]["world_size"] == 2 and result["model"] == "blobs"
+    runs = [r for r in History(trainpilot_home / "history.sqlite3").records() if r.run_id == result["run_id"]]
+    assert [r.status for r in runs] == ["success"]
