@@ -185,17 +185,20 @@ def test_a_run_moved_by_the_agent_resumes_and_observes_again():
     session.override_backend("cpu", threads=CORES)
     session.release()
     events: list[ev.Event] = []
-    load = BusyLoad(max(1, CORES - 1), settle_s=0).__enter__()
+    load: BusyLoad | None = None
     try:
         for event in session.events():
             events.append(event)
-            if isinstance(event, ev.BackendChosen) and event.source == "replan" and event.trigger in ("load", "release"):
+            if isinstance(event, ev.EpochTimed) and load is None and session.plan.threads == CORES and settled(session):
+                load = BusyLoad(max(1, CORES - 1), settle_s=0).__enter__()  # a change from a settled pace
+            if isinstance(event, ev.BackendChosen) and event.source == "replan" and event.trigger in ("load", "pace"):
                 if event.plan.threads < CORES:
                     session.request_stop("test: stop after the move")
             if isinstance(event, ev.EpochTimed) and event.epoch >= GIVE_UP:
                 session.request_stop("test gave up")
     finally:
-        load.stop()
+        if load is not None:
+            load.stop()
     first = events[-1].result
     assert first["status"] == "interrupted" and any(c["source"] == "replan" for c in first["plan_changes"])
     done = len(first["epochs"])
