@@ -15,6 +15,7 @@ from typing import Any
 from trainpilot.errors import JobError
 
 METRICS = ("accuracy",)
+LOSS_REDUCTIONS = ("mean", "sum")  # what a job's loss does over a batch's samples (Job.loss_reduction)
 
 
 @dataclass(eq=False)
@@ -100,7 +101,7 @@ def check_job(job: Job) -> None:
         raise JobError(f"metric must be 'accuracy', a callable or None, got {type(job.metric).__name__}")
     if job.metric is not None and job.step is not None:
         raise JobError("metric needs the model's output and target, which a step hides; use loss= with a metric")
-    if job.loss_reduction not in ("mean", "sum"):
+    if job.loss_reduction not in LOSS_REDUCTIONS:
         raise JobError(
             f"loss_reduction must be 'mean' or 'sum' (what the loss does over a batch), got {job.loss_reduction!r}"
         )

@@ -29,8 +29,6 @@ from typing import Any
 import torch
 from torch import nn
 
-REDUCTIONS = ("mean", "sum")  # what a job's loss does over a batch's samples (Job.loss_reduction)
-
 
 def shard_weight(reduction: str, n: int, batch: int, world_size: int) -> float:
     """What a rank multiplies its loss on `n` of a `batch`-sample step by, so that DDP's average
@@ -38,8 +36,10 @@ def shard_weight(reduction: str, n: int, batch: int, world_size: int) -> float:
     n * world_size / batch (its samples' sum, times world_size / batch, as `shard_loss`); for a
     sum, world_size (the sums add up, DDP's average divides by the ranks). Exact for a loss that is
     a per-sample mean or sum; a loss that couples the samples (a contrastive loss) is not."""
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"loss_reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    from trainpilot.job.spec import LOSS_REDUCTIONS
+
+    if reduction not in LOSS_REDUCTIONS:
+        raise ValueError(f"loss_reduction must be one of {', '.join(LOSS_REDUCTIONS)}, got {reduction!r}")
     return float(world_size) if reduction == "sum" else n * world_size / batch
 
 

@@ -29,7 +29,7 @@ from trainpilot.run.config import SessionConfig
 from trainpilot.run.plan_choice import PlanChoice, with_settings
 from trainpilot.run.session import TrainingSession
 from trainpilot.run.steering import Steering
-from trainpilot.run.strategy import Epoch, RunStrategy
+from trainpilot.run.strategy import Epoch, RunStrategy, trainer_options
 
 
 class RankStrategy(RunStrategy):
@@ -126,22 +126,13 @@ class RankStrategy(RunStrategy):
     ) -> Any:
         from trainpilot.run.distributed_trainer import DistributedTrainer
 
-        job = prepared.job if prepared is not None else None
         self.trainer = DistributedTrainer(
             model,
             train_set,
             val_set,
-            batch_size=prepared.batch_size if prepared is not None else config.batch_size,
-            lr=config.lr,
-            seed=config.seed,
-            backends=backends,
-            objective=prepared.objective if prepared is not None else None,
-            optimizer=job.optimizer if job is not None else None,
-            scheduler=job.scheduler if job is not None else None,
-            shuffle=prepared.shuffle if prepared is not None else True,
+            **trainer_options(config, backends, prepared),
             group=self.group,
             share_policy=self.share_policy,
-            loss_reduction=getattr(job, "loss_reduction", "mean"),
         )
         self.trainer.wants_stop = lambda: bool(steering.stop_reason)  # this rank's stop rides on the next all-reduce
         return self.trainer
@@ -230,6 +221,7 @@ class RankStrategy(RunStrategy):
         }
 
 
-def distributed_session(config: SessionConfig, group: RankGroup, **options: Any) -> TrainingSession:
-    """This process's rank of a distributed run (`options`: RankStrategy's)."""
-    return TrainingSession(config, strategy=RankStrategy(group, **options))
+def distributed_session(config: SessionConfig, group: RankGroup, *, job: Any = None, **options: Any) -> TrainingSession:
+    """This process's rank of a distributed run (`options`: RankStrategy's). `job`: the Job this
+    process built (under torchrun, a script's own); None: the session loads `config.job`."""
+    return TrainingSession(config, strategy=RankStrategy(group, **options), job=job)

@@ -84,21 +84,7 @@ class RunStrategy:
     ) -> Any:
         from trainpilot.run.trainer import Trainer
 
-        job = prepared.job if prepared is not None else None
-        return Trainer(
-            model,
-            train_set,
-            val_set,
-            batch_size=prepared.batch_size if prepared is not None else config.batch_size,
-            lr=config.lr,
-            seed=config.seed,
-            backends=backends,
-            objective=prepared.objective if prepared is not None else None,
-            optimizer=job.optimizer if job is not None else None,
-            scheduler=job.scheduler if job is not None else None,
-            shuffle=prepared.shuffle if prepared is not None else True,
-            loss_reduction=getattr(job, "loss_reduction", "mean"),
-        )
+        return Trainer(model, train_set, val_set, **trainer_options(config, backends, prepared))
 
     def stop_agreed(self, trainer: Any, stop_reason: str | None) -> str | None:
         """The reason to stop at this step boundary, or None to go on."""
@@ -121,3 +107,20 @@ class RunStrategy:
 
     def result_extra(self, trainer: Any) -> dict[str, Any]:
         return {}
+
+
+def trainer_options(config: SessionConfig, backends: Any, prepared: Any = None) -> dict[str, Any]:
+    """What a trainer takes from the run's options and the prepared job (its batch size, loss or
+    step, optimizer, scheduler, order and loss reduction; the zoo's defaults without a job)."""
+    job = prepared.job if prepared is not None else None
+    return {
+        "batch_size": prepared.batch_size if prepared is not None else config.batch_size,
+        "lr": config.lr,
+        "seed": config.seed,
+        "backends": backends,
+        "objective": prepared.objective if prepared is not None else None,
+        "optimizer": job.optimizer if job is not None else None,
+        "scheduler": job.scheduler if job is not None else None,
+        "shuffle": prepared.shuffle if prepared is not None else True,
+        "loss_reduction": getattr(job, "loss_reduction", "mean"),
+    }
