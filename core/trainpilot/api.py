@@ -257,8 +257,10 @@ def fit(
     rank = RankInfo.from_env()
     if nproc is not None and nproc < 1:
         raise ValueError(f"nproc must be at least 1, got {nproc}")
-    if shares not in ("measured", "equal"):
-        raise ValueError(f"shares must be 'measured' or 'equal', got {shares!r}")
+    from trainpilot.parallel.rank_speed import SHARE_POLICIES
+
+    if shares not in SHARE_POLICIES:
+        raise ValueError(f"shares must be one of {', '.join(SHARE_POLICIES)}, got {shares!r}")
     if rank is None and nproc is not None and nproc > 1 and not isinstance(job, (str, Path)):
         raise JobError(
             "fit(nproc=N) needs the job as a reference, 'train.py:make_job': each rank builds the job"

@@ -11,7 +11,6 @@ import typer
 
 from .common import EXIT_FAILURE, EXIT_OK, EXIT_SIGINT, fail, print_json
 
-SHARE_POLICIES = ("measured", "equal")
 
 
 def child_args(options: dict[str, Any]) -> list[str]:
@@ -52,14 +51,6 @@ def run_local_ranks(nproc: int, options: dict[str, Any], *, as_json: bool, timeo
     fail(outcome.failure_message())
 
 
-def _device_type(backend: str, local_world_size: int) -> str:
-    import torch
-
-    if backend in ("auto", "cuda") and torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size:
-        return "cuda"
-    return "cpu"
-
-
 def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bool, timeout_s: float, share_policy: str, verbose: bool = False) -> NoReturn:
     """This process is rank `info.rank` of a group a launcher started."""
     from trainpilot import events as ev
@@ -67,6 +58,7 @@ def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bo
     from trainpilot.parallel.launch import launched_by_trainpilot, write_report
     from trainpilot.parallel.rank_env import local_cores, pin_to
     from trainpilot.run.distributed_session import distributed_session
+    from trainpilot.run.rank_run import device_type
     from trainpilot.parallel.watchdog import Watchdog
     from trainpilot.errors import TrainPilotError
 
@@ -91,7 +83,7 @@ def run_as_rank(config: Any, info: Any, *, as_json: bool, jsonl: bool, quiet: bo
     finished: Any = None
     code = EXIT_FAILURE
     try:
-        with open_group(info, _device_type(config.backend, info.local_world_size), timeout_s) as group, Watchdog(2 * timeout_s + 30, stuck) as dog:
+        with open_group(info, device_type(config.backend, info.local_world_size), timeout_s) as group, Watchdog(2 * timeout_s + 30, stuck) as dog:
             session = distributed_session(config, group, share_policy=share_policy, threads_per_rank=len(cores) if cores else None, heartbeat=dog.beat, on_stop=lambda: dog.expire_within(timeout_s))
             with SignalStop(session) as stop:
                 with StderrProgress(quiet=quiet or not info.is_leader, verbose=verbose) as progress:
@@ -165,6 +157,8 @@ def dispatch_distributed(config: Any, *, nproc: Optional[int], timeout: float, s
         usage_error("--nproc must be at least 1")
     if not timeout > 0:
         usage_error("--timeout must be a positive number of seconds")
+    from trainpilot.parallel.rank_speed import SHARE_POLICIES
+
     if shares not in SHARE_POLICIES:
         usage_error(f"--shares must be one of {', '.join(SHARE_POLICIES)}, got '{shares}'")
     if config.backend in ("ane", "mps"):

@@ -55,6 +55,9 @@ class RankSpeeds:
         }
 
 
+SHARE_POLICIES = ("measured", "equal")  # how a batch is split among ranks: by measured speed, or evenly
+
+
 def equal_shares(batch: int, world: int) -> tuple[int, ...]:
     return tuple(batch // world + (1 if r < batch % world else 0) for r in range(world))
 

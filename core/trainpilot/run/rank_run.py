@@ -44,8 +44,7 @@ def run_rank(
     from trainpilot.parallel.launch import write_report
     from trainpilot.parallel.rank_env import local_cores, pin_to
     from trainpilot.parallel.watchdog import Watchdog
-    from trainpilot.run.distributed_session import RankStrategy
-    from trainpilot.run.session import TrainingSession
+    from trainpilot.run.distributed_session import distributed_session
 
     cores = local_cores(info)
     pin_to(cores)
@@ -61,24 +60,24 @@ def run_rank(
 
     with open_group(info, device_type(config.backend, info.local_world_size), timeout_s) as group:
         with Watchdog(2 * timeout_s + 30, stuck) as dog:
-            strategy = RankStrategy(
+            session = distributed_session(
+                config,
                 group,
+                job=job,
                 share_policy=share_policy,
                 threads_per_rank=len(cores) if cores else None,
                 heartbeat=dog.beat,
                 on_stop=lambda: dog.expire_within(timeout_s),
             )
-            session = TrainingSession(config, strategy=strategy, job=job)
             for event in session.events():
                 if on_event is not None:
                     on_event(event)
-    finished = session.finished
-    if finished is not None:
-        code = EXIT_OK if finished.status == "success" else EXIT_FAILURE
-        result = finished.result if info.is_leader else None
-        write_report(
-            info.rank, {"status": finished.status, "message": finished.message, "exit_code": code, "result": result}
-        )
+            finished = session.finished
+            if finished is not None:  # reported inside the group, as the CLI's ranks do (distributed_run.py)
+                code = EXIT_OK if finished.status == "success" else EXIT_FAILURE
+                result = finished.result if info.is_leader else None
+                report = {"status": finished.status, "message": finished.message, "exit_code": code, "result": result}
+                write_report(info.rank, report)
     return session
 
 
