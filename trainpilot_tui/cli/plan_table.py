@@ -56,16 +56,20 @@ def plan_table(summary: PlanSummary, width: int) -> Any:
     return table
 
 
-def summary_lines(summary: PlanSummary) -> tuple[list[str], list[str], list[str]]:
-    """(the decision and its reasons, what every plan shares, the exclusions): rich markup lines."""
+def summary_lines(summary: PlanSummary) -> tuple[list[str], list[str]]:
+    """(the decision and its reasons, what every plan shares): rich markup lines."""
     decision = [f"[bold]decision[/]: [bold green]{escape(summary.decision)}[/]"]
     decision += [f"  [dim]·[/] {escape(reason)}" for reason in summary.reasons]
     hidden = len(summary.rows) - MAX_ROWS
     shared = [f"[dim]+ {hidden} more plans, predicted slower (--verbose lists every plan)[/]"] if hidden > 0 else []
     if summary.shared:  # one paragraph: a short fact takes no row of its own
         shared.append("[dim]" + " · ".join(escape(line) for line in summary.shared) + "[/]")
-    excluded = [f"[dim]n/a[/] {escape(group.text)}" for group in summary.excluded]
-    return decision, shared, excluded
+    return decision, shared
+
+
+def excluded_by_reason(summary: PlanSummary) -> list[str]:
+    """The plans that cannot run, one line per reason, with what would lift it."""
+    return [f"[dim]n/a[/] {escape(group.text)}" for group in summary.excluded]
 
 
 def excluded_in_one_line(summary: PlanSummary) -> list[str]:
@@ -83,9 +87,9 @@ def print_summary(console: Any, summary: PlanSummary, *, decision_first: bool) -
     """The summary on `console`: for `headless plan` the table first; for a run's trace the
     decision first (what a person wants to know as the run starts), then the table, and the plans
     that cannot run named in one line."""
-    decision, shared, excluded = summary_lines(summary)
-    if decision_first:  # a run's trace: the reasons for exclusions are a command away
-        excluded = excluded_in_one_line(summary)
+    decision, shared = summary_lines(summary)
+    # a run's trace names them; the reasons for exclusions are a command away
+    excluded = excluded_in_one_line(summary) if decision_first else excluded_by_reason(summary)
     table = plan_table(summary, console.width)
     if decision_first:
         for line in decision:

@@ -100,18 +100,19 @@ class DistributedTrainer(Trainer):
             return equal_shares(batch, self.group.world_size)
         return finish_time_shares(batch, self.speeds.per_sample_s)
 
-    def rank_slice(self, batch_idx: np.ndarray) -> np.ndarray:
-        """This rank's samples of one batch. A rank whose share is 0 (a short last batch among
-        many ranks) still runs one sample, its loss weighted 0: DDP needs every rank's gradients."""
+    def rank_slice(self, batch_idx: np.ndarray) -> tuple[np.ndarray, int]:
+        """(the samples this rank runs of one batch, its share). A rank whose share is 0 (a short
+        last batch among many ranks) still runs one sample, its loss weighted 0: DDP needs every
+        rank's gradients."""
         shares = self.shares_for(len(batch_idx))
         first = sum(shares[: self.group.rank])
         mine = batch_idx[first : first + shares[self.group.rank]]
-        return mine if len(mine) else batch_idx[:1]
+        return (mine if len(mine) else batch_idx[:1]), len(mine)
 
     def epoch_batches(self, epoch: int, step: int) -> list[np.ndarray]:
         """What a loader (a Dataset's workers) delivers to this rank: its slice of every batch.
         The shares of an epoch are set at its first step, before the loader is built."""
-        return [self.rank_slice(b) for b in super().epoch_batches(epoch, step)]
+        return [self.rank_slice(b)[0] for b in super().epoch_batches(epoch, step)]
 
     def train_step(self, epoch: int, step: int) -> StepResult:
         """Step `step` of `epoch` on this rank's share; the figures returned are the whole batch's."""
@@ -124,8 +125,7 @@ class DistributedTrainer(Trainer):
             self.speeds = refined_shares(self.group, self._clock.close_epoch(), self.speeds, self.batch_size, epoch)
         order = self.epoch_order(epoch)
         batch_idx = order[step * self.batch_size : (step + 1) * self.batch_size]
-        share = self.shares_for(len(batch_idx))[self.group.rank]
-        idx = self.rank_slice(batch_idx)
+        idx, share = self.rank_slice(batch_idx)
         batch = batch_to_layout(to_device(self._fetch(epoch, step, idx), self.device, non_blocking=True), self._layout)
         n = (batch_size_of(batch) or len(idx)) if share else 0
         self.model.train()
