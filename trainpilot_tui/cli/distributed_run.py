@@ -29,18 +29,15 @@ def run_local_ranks(nproc: int, options: dict[str, Any], *, as_json: bool, timeo
     import time
 
     from trainpilot.parallel.launch import launch_local
-    from trainpilot.parallel.launch_cost import record_launch
+    from trainpilot.parallel.launch_cost import learn_from_launch
 
     started = time.perf_counter()
     outcome = launch_local(nproc, child_args(options), shutdown_timeout_s=timeout_s)
     launch_s = time.perf_counter() - started
     lead = outcome.leader.report or {}
     result = lead.get("result")
-    if outcome.ok and isinstance(result, dict) and isinstance(result.get("distributed"), dict):
-        # what this launch cost beyond training, for the next 2-rank prediction (launch_cost.py)
-        result["distributed"]["launch_s"] = launch_s
-        if isinstance(result.get("actual_s"), (int, float)):
-            record_launch(nproc, launch_s - float(result["actual_s"]))
+    if outcome.ok:  # what this launch cost beyond training, for the next prediction (launch_cost.py)
+        learn_from_launch(nproc, launch_s, result)
     if as_json and lead.get("result") is not None:
         print_json(lead["result"])
     if outcome.ok:

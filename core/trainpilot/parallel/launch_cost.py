@@ -1,12 +1,17 @@
 """What launching N local ranks really costs, beyond their training: measured on real launches.
 
 The loopback probe (`hetero.link.Link.startup_s`) times only "two processes form a group". A real
-`--nproc` launch also pays for the elastic agent, an interpreter plus torch and the CLI per rank,
-the dataset load, the model build, the speed probe and the teardown: on a 2-core machine several
-times the loopback figure (measured: docs/measurements.md#cited-in-the-code-ranks). So every
-successful `--nproc` launch records its overhead (the launcher's wall time minus rank 0's training
-time), and a 2-rank prediction uses the median of the recent ones; until a launch has been recorded
-it falls back to the loopback figure and says so.
+`--nproc` launch also pays for the elastic agent, an interpreter plus torch and TrainPilot per rank,
+the job's preparation (its data, its model, the probe of its step), the speed probe and the
+teardown: on a 2-core machine several times the loopback figure (measured:
+docs/measurements.md#cited-in-the-code-ranks). The job's preparation is its own (a job file that
+builds a large data set pays more), so a launch is recorded without it:
+
+    recorded   = launch wall time - rank 0's training time - rank 0's preparation
+    predicted  = median of the recent records + this job's preparation, as planning measured it
+
+Until a launch has been recorded the base falls back to the loopback figure and says so. Every
+successful launch records (the CLI's `--nproc` and `fit(..., nproc=N)` alike).
 
 Stored beside the calibration, one small JSON file per TRAINPILOT_HOME, keyed by rank count: the
 ranks are launched from this home, so its launches are the ones to learn from.
@@ -20,7 +25,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainpilot.parallel.link import Link
@@ -32,7 +37,8 @@ FILE = "launch-overhead.json"
 @dataclass(frozen=True)
 class LaunchOverhead:
     seconds: float
-    source: str  # "median of N --nproc launches" | "loopback probe (no --nproc launch recorded yet)"
+    source: str  # "median of N --nproc launches" | "loopback probe (no launch recorded yet)"
+    prepare_s: float = 0.0  # the job's own preparation, included in `seconds`
 
 
 def _path(home: str | Path | None) -> Path:
@@ -70,20 +76,43 @@ def record_launch(nproc: int, overhead_s: float, home: str | Path | None = None)
     os.replace(tmp, path)
 
 
-def launch_overhead(nproc: int, fallback_s: float, home: str | Path | None = None) -> LaunchOverhead:
+def launch_base(launch_s: float, actual_s: float, prepare_s: float = 0.0) -> float:
+    """What one launch cost beyond its training and its job's preparation (what is recorded)."""
+    return launch_s - actual_s - prepare_s
+
+
+def learn_from_launch(nproc: int, launch_s: float, result: Any, home: str | Path | None = None) -> None:
+    """After a successful launch: note its wall time in the result's `distributed` block and record
+    its base for the next prediction. A result without the figures (a failed rank) teaches nothing."""
+    if not isinstance(result, dict) or not isinstance(result.get("distributed"), dict):
+        return
+    result["distributed"]["launch_s"] = launch_s
+    actual, prepare = result.get("actual_s"), result.get("prepare_s", 0.0)
+    if isinstance(actual, (int, float)) and isinstance(prepare, (int, float)):
+        record_launch(nproc, launch_base(launch_s, float(actual), float(prepare)), home)
+
+
+def launch_overhead(
+    nproc: int, fallback_s: float, home: str | Path | None = None, *, prepare_s: float = 0.0
+) -> LaunchOverhead:
     """The start-up a prediction for `nproc` local ranks should add: the median of the recorded
-    launches, or `fallback_s` (the loopback probe's group start-up) before any was recorded."""
+    launches, or `fallback_s` (the loopback probe's group start-up) before any was recorded, plus
+    `prepare_s`, the job's own preparation (every rank prepares it, side by side)."""
     seen = _load(_path(home)).get(str(nproc), [])
     if not seen:
-        return LaunchOverhead(fallback_s, "loopback probe (no --nproc launch recorded yet)")
-    return LaunchOverhead(statistics.median(seen), f"median of {len(seen)} measured --nproc {nproc} launch(es)")
+        base, source = fallback_s, "loopback probe (no launch recorded yet)"
+    else:
+        base, source = statistics.median(seen), f"median of {len(seen)} measured --nproc {nproc} launch(es)"
+    if prepare_s > 0:
+        source += f" + {prepare_s:.1f} s preparing the job"
+    return LaunchOverhead(base + max(prepare_s, 0.0), source, max(prepare_s, 0.0))
 
 
-def with_launch_startup(link: Link, nproc: int, home: str | Path | None = None) -> Link:
+def with_launch_startup(link: Link, nproc: int, home: str | Path | None = None, *, prepare_s: float = 0.0) -> Link:
     """`link` with its start-up replaced by what a real `--nproc` launch costs (see above)."""
     import dataclasses
 
-    cost = launch_overhead(nproc, link.startup_s, home)
+    cost = launch_overhead(nproc, link.startup_s, home, prepare_s=prepare_s)
     return dataclasses.replace(
         link, startup_s=cost.seconds, source=f"{link.source}; start-up {cost.seconds:.1f} s: {cost.source}"
     )

@@ -13,6 +13,7 @@ times (forecast.py), its history row (learning.py) and its result (result.py).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +56,7 @@ class TrainingSession:
         self._dataset = dataset  # a preloaded data.Dataset (the seed API passes arrays)
         self._job = job  # the user's own trainpilot.Job (else config.job names one, or the zoo's)
         self.prepared: Any = None  # the job as prepared for this run (job/prepare.py)
+        self.prepare_s = 0.0  # building, splitting and probing the job before its first step
         self.steering = Steering()
         self.forecast = RunForecast()
         self.forecast.predicts = self.strategy.predicts
@@ -192,6 +194,7 @@ class TrainingSession:
         from trainpilot.agent.step_settings import cpu_precisions
 
         precisions = cpu_precisions(cfg.precision)  # the job's step is probed in these beside fp32
+        started = time.perf_counter()
         if own is not None:
             from trainpilot.machine.contention import ExternalCpuMeter
 
@@ -216,6 +219,7 @@ class TrainingSession:
                 memory_format=cfg.memory_format,
             )
         self.prepared = job
+        self.prepare_s = time.perf_counter() - started  # what a rank's launch pays per job (launch_cost.py)
         self.checkpoints.fingerprint = job.fingerprint()
         if resume_state and resume_state.get("dataset_fingerprint") not in (None, self.checkpoints.fingerprint):
             raise CheckpointError(
@@ -337,6 +341,7 @@ class TrainingSession:
             out["dataset"] = self.config.dataset or self.prepared.source
             out["metric"] = self.prepared.objective.metric_name
             out["loss_fn"] = self.prepared.objective.loss_name
+            out["prepare_s"] = self.prepare_s
             if self.config.job:
                 out["job"] = self.config.job
         return {**out, **self.strategy.result_extra(self.trainer)}

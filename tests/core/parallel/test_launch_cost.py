@@ -14,7 +14,7 @@ from trainpilot.parallel.link import Link
 
 def test_before_any_launch_the_loopback_figure_is_used_and_said(tmp_path):
     got = launch_cost.launch_overhead(2, 1.6, tmp_path)
-    assert got.seconds == 1.6 and "no --nproc launch recorded" in got.source
+    assert got.seconds == 1.6 and "no launch recorded" in got.source
 
 
 def test_recorded_launches_give_their_median_per_rank_count(tmp_path):
@@ -50,6 +50,21 @@ def test_the_link_keeps_its_bandwidth_and_takes_the_launch_start_up(tmp_path):
     got = launch_cost.with_launch_startup(link, 2, tmp_path)
     assert (got.bandwidth_bytes_per_s, got.latency_s, got.startup_s) == (1e9, 1e-4, 8.5)
     assert "median of 1 measured --nproc 2" in got.source
+
+
+def test_a_launch_is_recorded_without_its_job_and_a_prediction_adds_the_planned_job(tmp_path):
+    result = {"actual_s": 2.0, "prepare_s": 1.5, "distributed": {"world_size": 2}}
+    launch_cost.learn_from_launch(2, 7.5, result, tmp_path)
+    assert result["distributed"]["launch_s"] == 7.5
+    assert launch_cost.launch_overhead(2, 1.0, tmp_path).seconds == 4.0  # 7.5 - 2.0 trained - 1.5 prepared
+    heavier = launch_cost.launch_overhead(2, 1.0, tmp_path, prepare_s=3.0)
+    assert heavier.seconds == 7.0 and heavier.prepare_s == 3.0 and "+ 3.0 s preparing the job" in heavier.source
+
+
+def test_a_failed_launch_teaches_nothing(tmp_path):
+    launch_cost.learn_from_launch(2, 7.5, None, tmp_path)
+    launch_cost.learn_from_launch(2, 7.5, {"status": "failed"}, tmp_path)
+    assert "no launch recorded" in launch_cost.launch_overhead(2, 1.0, tmp_path).source
 
 
 class _StretchedOnce(nn.Module):
