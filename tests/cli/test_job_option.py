@@ -218,7 +218,6 @@ def test_compress_refuses_a_job_it_cannot_measure(jobs: Path, tmp_path: Path, fu
         (["headless", "run"], ["--layers", "3"], "--layers"),
         (["headless", "run"], ["--batch-size", "16"], "--batch-size"),
         (["headless", "plan"], ["--model", "mlp"], "--model"),
-        (["headless", "plan"], ["--cluster", "c.toml"], "--cluster"),
         (["headless", "compress"], ["--dataset", "somewhere"], "--dataset"),
     ],
 )

@@ -36,6 +36,47 @@ def test_plan_cluster_table_and_json() -> None:
     assert data["step_s"] == pytest.approx(max(r["compute_s"] for r in data["ranks"]) + data["allreduce_s"])
 
 
+RANKED_JOB = str(ROOT / "tests" / "core" / "parallel" / "distributed" / "ranked_job.py") + ":make_job"
+
+
+def test_plan_cluster_predicts_a_users_own_job() -> None:
+    result = runner.invoke(app, ["headless", "plan", "--cluster", TWO_GPUS, "--job", RANKED_JOB, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["workload"]["model"] == "blobs" and sum(r["share"] for r in data["ranks"]) == 64
+
+
+def _a_measured_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainpilot.parallel import link
+
+    # the real probe runs in tests/core/parallel/test_cluster.py; here only what the plan does with it
+    monkeypatch.setattr(link, "measure_loopback", lambda: link.Link(5e8, 2e-4, "measured: gloo (test)", startup_s=3.0))
+
+
+def test_plan_nproc_puts_a_jobs_ranks_beside_the_single_process_plans(calibrated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _a_measured_loopback(monkeypatch)
+    result = runner.invoke(app, ["headless", "plan", "--job", RANKED_JOB, "--nproc", "2", "-e", "1", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    ranks = data["ranks"]
+    multi = ranks["multi"]
+    assert len(multi["ranks"]) == 2 and sum(multi["shares"]) == 64 and ranks["chosen"] in ("multi", "single")
+    # the start-up: the loopback group (no launch recorded in this home yet) and the job's own preparation, once per rank
+    assert multi["startup_s"] > 3.0 and "no launch recorded yet" in multi["link"]["source"] and "preparing the job" in multi["link"]["source"]
+    assert ranks["single"]["predicted_s"] == min(p["predicted_s"] for p in data["plans"] if p["predicted_s"] is not None and p["backend"] != "split")
+    table = runner.invoke(app, ["headless", "plan", "--job", RANKED_JOB, "--nproc", "2", "-e", "1", "-q"])
+    assert table.exit_code == 0, table.output
+    assert "2 ranks (cpu×1 each)" in table.stdout and "best single process:" in table.stdout and "→ the agent" in table.stdout
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+
+
+@pytest.mark.parametrize(("extra", "said"), [(["--nproc", "1"], "at least 2"), (["--nproc", "2", "--hardware", "apple-m2"], "--hardware"),
+                                             (["--nproc", "2", "--cluster", TWO_GPUS], "--cluster")])
+def test_plan_nproc_refusals_are_usage_errors(extra: list[str], said: str) -> None:
+    result = runner.invoke(app, ["headless", "plan", "-m", "mlp", *extra])
+    assert result.exit_code == 2 and said in result.stderr, result.output
+
+
 def test_bad_cluster_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\n[link]\nbandwidth_gb_per_s = 1\nlatency_us = 1\n[[nodes]]\nprofile = "apple-m2"\nranks = 0\n')

@@ -12,7 +12,7 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e6:.0f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
 
 
-def cluster_command(path: str, model: Any, dataset: Optional[str], *, epochs: int, batch_size: int, as_json: bool) -> None:
+def cluster_command(path: str, model: Any, dataset: Optional[str], *, epochs: int, batch_size: int, as_json: bool, job: Optional[str] = None) -> None:
     from trainpilot.errors import ConfigError
     from trainpilot.parallel.cluster import load_cluster, plan_cluster
     from trainpilot.agent.planning import profile_job
@@ -22,7 +22,13 @@ def cluster_command(path: str, model: Any, dataset: Optional[str], *, epochs: in
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     with failures_as_one_line(also=(ValueError,)):
-        profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
+        if job is not None:  # the user's own job, as each of its ranks would build it
+            from trainpilot.job.job_file import load_job
+            from trainpilot.job.prepare import prepare
+
+            profile = prepare(load_job(job), epochs=epochs).profile
+        else:
+            profile, _data = profile_job(model, dataset, epochs=epochs, batch_size=batch_size)
         report = plan_cluster(cluster, profile)
     if as_json:
         print_json(report)

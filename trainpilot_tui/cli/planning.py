@@ -79,6 +79,7 @@ def plan_command(
                                              help="Mini-batch size (default 64; a --job sets its own)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Plan for a described machine instead of this one: a hardware profile (.toml, see profiles/)."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", show_default=False, help="Also predict the run on N local ranks (torch.distributed, one core slice each: start-up, each rank's share, the gradient all-reduce) against the best single process, and say which the agent would take."),
     cluster: Optional[str] = typer.Option(None, "--cluster", help="Predict a multi-machine run instead: a cluster file (.toml: nodes, ranks per node, link; see profiles/clusters/) — compute per rank plus the gradient all-reduce, against the best single node."),
     objective: str = typer.Option("time", "--objective", help=OBJECTIVE_HELP),
     memory_format: str = typer.Option("auto", "--memory-format", help=MEMORY_FORMAT_HELP),
@@ -92,8 +93,10 @@ def plan_command(
     The first time on a machine this runs a quick calibration (a few seconds) first.
     """
     check_job_options(job, model=model, dataset=dataset, layers=layers, batch_size=batch_size)
-    if cluster is not None and job is not None:
-        usage_error("--job does not go with --cluster (a cluster's ranks train zoo models, --model, only)")
+    if nproc is not None and nproc < 2:
+        usage_error("--nproc must be at least 2 (one process is what the plans above it predict)")
+    if nproc is not None and (cluster is not None or hardware is not None):
+        usage_error(f"--nproc predicts ranks on this machine; it does not go with {'--cluster' if cluster else '--hardware'} (a cluster file names its own ranks)")
     if epochs < 1:
         usage_error("--epochs must be at least 1")
     batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
@@ -118,11 +121,11 @@ def plan_command(
             usage_error(f"--cluster does not go with {flag} (a cluster's ranks are predicted contiguous and in fp32)")
         from .cluster import cluster_command
 
-        cluster_command(cluster, config, dataset, epochs=epochs, batch_size=batch_size, as_json=as_json)
+        cluster_command(cluster, config, dataset, epochs=epochs, batch_size=batch_size, as_json=as_json, job=job)
         return
     with failures_as_one_line(), _progress_bar("calibrating (first time on this machine)", quiet or hardware is not None) as progress:
         report = plan_job(config, dataset, epochs=epochs, batch_size=batch_size, hardware_file=hardware, progress=progress, objective=objective,
-                          job=job, memory_format=memory_format, precision=precision)
+                          job=job, memory_format=memory_format, precision=precision, nproc=nproc)
     if as_json:
         print_json(report)
         return
@@ -152,6 +155,35 @@ def _print_plan(report: dict[str, Any], verbose: bool = False) -> None:
         + f" [dim]· thought {report['thinking_ms']:.0f} ms[/]"
     )
     print_summary(console, PlanSummary.from_dict(report["summary"]), decision_first=False)
+    if report.get("ranks"):
+        _print_ranks(console, report["ranks"])
+
+
+def _print_ranks(console: Any, ranks: dict[str, Any], verbose: bool = False) -> None:
+    """The --nproc block: the ranks' predicted run beside the best single process, and the verdict."""
+    from trainpilot.units import seconds
+
+    multi, single = ranks["multi"], ranks["single"]
+    n = len(multi["ranks"])
+    labels = {r["short_label"] for r in multi["ranks"]}
+    each = f"{labels.pop()} each" if len(labels) == 1 else "mixed"
+    console.print()
+    console.print(f"[bold]{n} ranks[/] ({each}): {seconds(multi['run_s'])} predicted, start-up {seconds(multi['startup_s'])} of it")
+    console.print(
+        f"  a step {multi['step_s'] * 1e3:.1f} ms: the slowest rank {max(multi['compute_s']) * 1e3:.1f} ms"
+        f" on shares {'+'.join(map(str, multi['shares']))}, all-reduce {multi['allreduce_s'] * 1e3:.1f} ms"
+    )
+    faster = ranks["chosen"] == "multi"
+    ratio = single["predicted_s"] / multi["run_s"] if faster else multi["run_s"] / single["predicted_s"]
+    how = f"{ratio:.1f}x" if ratio >= 2 else f"{ratio - 1:.0%}"
+    verdict = f"the agent would launch {n} ranks ({how} faster)" if faster else f"the agent keeps one process ({how} slower on {n} ranks)"
+    console.print(f"best single process: {single['short_label']}, {seconds(single['predicted_s'])}")
+    console.print(f"[bold]→ {verdict}[/]")
+    if verbose:
+        for line in ranks["reasoning"]:
+            console.print(f"  [dim]{line}[/]")
+    else:
+        console.print(f"[dim]start-up: {multi['link']['source'].split('; start-up ', 1)[-1].split(': ', 1)[-1]}[/]")
 
 
 def _print_plan_verbose(console: Any, report: dict[str, Any], where: str) -> None:
@@ -188,6 +220,8 @@ def _print_plan_verbose(console: Any, report: dict[str, Any], where: str) -> Non
     )
     for line in report["reasoning"]:
         console.print(f"  [dim]{line}[/]")
+    if report.get("ranks"):
+        _print_ranks(console, report["ranks"], verbose=True)
 
 
 @app.command("history")

@@ -107,10 +107,13 @@ def plan_job(
     val_fraction: float = 0.1,
     memory_format: str = "auto",
     precision: str = "fp32",
+    nproc: int | None = None,
 ) -> dict[str, Any]:
     """Everything `headless plan --json` prints: {"chosen", "plans", "observation", ...}.
     `objective`: time | energy | edp, what the choice minimises (energy/objective.py). `job`: the
-    user's own trainpilot.Job (or `file.py:make_job`), planned instead of `model` on `dataset`."""
+    user's own trainpilot.Job (or `file.py:make_job`), planned instead of `model` on `dataset`.
+    `nproc`: also predict the run on that many local ranks against the best single process
+    ("ranks": parallel/rank_plans.py's RankChoice)."""
     from trainpilot.agent.plan_summary import summarize
     from trainpilot.energy import PlanPower, annotate, check_objective, choose, figures_text
     from trainpilot.machine.monitor import measure_load
@@ -128,7 +131,14 @@ def plan_job(
     precisions = cpu_precisions(precision)
 
     keep_freed_memory()  # as a run sets it before anything is timed: the job's step probe runs as its steps will
+    if nproc is not None and hardware_file is not None:
+        raise ConfigError(
+            "ranks are predicted on this machine (its loopback and launches); a described machine has neither"
+        )
+    if nproc is not None and nproc < 2:
+        raise ConfigError(f"a multi-rank plan has at least 2 ranks, got nproc={nproc}")
 
+    prepare_started = time.perf_counter()
     if job is not None:
         from trainpilot.job.prepare import prepare
 
@@ -150,6 +160,7 @@ def plan_job(
         profile, _data = profile_job(
             model, dataset, epochs=epochs, batch_size=batch_size, precisions=precisions, memory_format=memory_format
         )
+    prepare_s = time.perf_counter() - prepare_started  # what each rank of a launch pays again
     calibrated_now = False
     if hardware_file is not None:
         from trainpilot.machine.target_profiles import resolve_target
@@ -199,6 +210,12 @@ def plan_job(
         trace = [s.text for s in result.steps]
         summary = next(s.data["summary"] for s in reversed(result.steps) if "summary" in s.data)
     chosen_prediction = next((p for p in predictions if p.plan == decision.plan), None)
+    ranks = None
+    if nproc is not None:
+        from trainpilot.parallel.rank_plans import choose_ranks_or_single, local_ranks
+
+        specs = local_ranks(nproc, hardware.logical_cpus)
+        ranks = choose_ranks_or_single(cost, profile, specs, load, prepare_s=prepare_s).to_dict()
     return {
         "chosen": {
             **decision.plan.to_dict(),
@@ -227,4 +244,5 @@ def plan_job(
         "calibrated_now": calibrated_now,
         "described": cost.is_described,
         "notices": list(cost.notices),
+        "ranks": ranks,
     }

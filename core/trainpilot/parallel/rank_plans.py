@@ -51,7 +51,13 @@ class MultiRankPrediction:
     def to_dict(self) -> dict[str, Any]:
         return {
             "ranks": [
-                {"plan": r.plan.to_dict(), "label": r.plan.label, "slowdown": r.slowdown, "busy_cores": r.busy_cores}
+                {
+                    "plan": r.plan.to_dict(),
+                    "label": r.plan.label,
+                    "short_label": r.plan.short_label,
+                    "slowdown": r.slowdown,
+                    "busy_cores": r.busy_cores,
+                }
                 for r in self.ranks
             ],
             "shares": list(self.shares),
@@ -78,11 +84,20 @@ class RankChoice:
             "single": {
                 "plan": self.single.plan.to_dict(),
                 "label": self.single.plan.label,
+                "short_label": self.single.plan.short_label,
                 "predicted_s": self.single.predicted_s,
             },
             "chosen": self.chosen,
             "reasoning": list(self.reasoning),
         }
+
+
+def local_ranks(nproc: int, logical_cpus: int) -> list[RankSpec]:
+    """`nproc` ranks of this machine as `--nproc` launches them: each pinned to its own slice of
+    the cores (parallel/rank_env.py), so each runs that many threads."""
+    if nproc < 2:
+        raise ValueError(f"a multi-rank plan has at least 2 ranks, got {nproc}")
+    return [RankSpec(Plan("cpu", threads=max(1, logical_cpus // nproc))) for _ in range(nproc)]
 
 
 def _threads(plan: Plan) -> float:
@@ -124,10 +139,13 @@ def predict_ranks(
     *,
     link: Link | None = None,
     shares: Sequence[int] | None = None,
+    prepare_s: float = 0.0,
 ) -> MultiRankPrediction:
     """The whole run on `ranks` processes sharing each global batch of `profile.batch_size`.
-    `link` None: this machine's loopback, measured once (`link.loopback_link`). `shares` None: the
-    finish-time shares of the predicted rank costs; give (b // 2, b - b // 2) for the equal split."""
+    `link` None: this machine's loopback, measured once (`link.loopback_link`), with the start-up
+    real launches measured plus `prepare_s`, what preparing this job took (every rank prepares it).
+    `shares` None: the finish-time shares of the predicted rank costs; give (b // 2, b - b // 2)
+    for the equal split."""
     from trainpilot.predict.features import features_of
 
     costs = rank_costs(cost, profile, ranks, load)
@@ -136,7 +154,7 @@ def predict_ranks(
         from trainpilot.parallel.link import loopback_link
 
         # the group's start-up as real --nproc launches measured it, not only the loopback probe
-        link = with_launch_startup(loopback_link(machine_id=cost.machine_id), len(ranks))
+        link = with_launch_startup(loopback_link(machine_id=cost.machine_id), len(ranks), prepare_s=prepare_s)
     return predict_from_costs(features_of(profile), tuple(ranks), costs, link, shares)
 
 
@@ -206,10 +224,11 @@ def choose_ranks_or_single(
     *,
     link: Link | None = None,
     shares: Sequence[int] | None = None,
+    prepare_s: float = 0.0,
 ) -> RankChoice:
     """The agent's choice between the multi-rank plan and the best single-process plan, by
     predicted run time, with the trace lines that say why."""
-    multi = predict_ranks(cost, profile, ranks, load, link=link, shares=shares)
+    multi = predict_ranks(cost, profile, ranks, load, link=link, shares=shares, prepare_s=prepare_s)
     single = best_single(cost, profile, load)
     assert single.predicted_s is not None
     n = len(ranks)
