@@ -49,3 +49,43 @@ def loader_line(profile: Any) -> str | None:
     if loader == "in-process":
         return f"{cost}; it stays in the training process (0 workers): {getattr(profile, 'loader_note', '')}"
     return f"{cost}; every plan is weighed with each DataLoader worker count"
+
+
+def rank_loader_workers(
+    profile: Any, rank_plan: Plan, world_size: int, busy_cores: float, calibration: Any, fallback: int | None
+) -> int | None:
+    """The DataLoader workers of one rank of `world_size`, on its own core slice (`rank_plan.threads`
+    cores; workers a rank forks inherit its pinning): each count the slice allows is predicted on
+    the rank's share of a batch (its compute and its loading, 1/world_size of the whole) next to
+    `busy_cores` of other load (the other ranks), and the fastest is taken. A job that pins its
+    workers keeps them; data in memory takes none. Without a calibration there is nothing to
+    predict with: `fallback` (the single-process choice) shared among the ranks."""
+    import dataclasses
+
+    from trainpilot.predict.features import features_of
+    from trainpilot.predict.roofline import estimate
+
+    loader = getattr(profile, "loader", "memory")
+    if loader == "pinned":
+        return int(getattr(profile, "pinned_workers", 0) or 0) or None
+    if loader != "workers":
+        return None
+    threads = int(rank_plan.threads or 1)
+    if calibration is None:
+        return (int(fallback or 0) // world_size) or None
+    whole = features_of(profile)
+    share = dataclasses.replace(
+        whole,
+        batch_size=max(1, whole.batch_size // world_size),
+        load_s_per_batch=whole.load_s_per_batch / world_size,
+        probe_step_s=whole.probe_step_s / world_size,
+        probe_all_s=whole.probe_all_s / world_size,
+    )
+    timed = []
+    for workers in worker_counts(threads):
+        found = estimate(share, rank_plan.with_loader(workers or None), busy_cores, calibration)
+        if found is not None:
+            timed.append((found.run_s, workers))
+    if not timed:
+        return (int(fallback or 0) // world_size) or None
+    return min(timed)[1] or None

@@ -10,9 +10,11 @@ PREFIX = "ddp-"
 
 
 def ddp_plan(rank_plan: Plan, world_size: int) -> Plan:
-    return Plan(
-        rank_plan.backend, threads=rank_plan.threads, device=rank_plan.device, mode=f"{PREFIX}{world_size}"
-    ).with_settings(rank_plan.memory_format, rank_plan.precision)
+    return (
+        Plan(rank_plan.backend, threads=rank_plan.threads, device=rank_plan.device, mode=f"{PREFIX}{world_size}")
+        .with_settings(rank_plan.memory_format, rank_plan.precision)
+        .with_loader(rank_plan.loader_workers)
+    )
 
 
 def ddp_world_size(plan: Plan) -> int | None:
