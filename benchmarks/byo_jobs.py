@@ -181,6 +181,14 @@ def make_augmented(samples: int = 1536) -> trainpilot.Job:
     return trainpilot.Job(small_cnn, AugmentedImages(samples), metric="accuracy", name="byo-augmented")
 
 
+def make_cnn(samples: int = 4096) -> trainpilot.Job:
+    """small_cnn on images in memory (no per-item work), batch 256 as hetero.py's: a CNN job with
+    nothing batch-coupled whose steps are compute, for ranks.py's slowed rank and split (not one of
+    byo.py's five)."""
+    X, y = _images(samples, seed=7)
+    return trainpilot.Job(small_cnn, (X, y), metric="accuracy", batch_size=256, name="byo-cnn")
+
+
 JOBS = {
     "resnet": make_resnet,
     "mobilenet": make_mobilenet,
