@@ -1,9 +1,12 @@
 """How one batch of a job becomes a loss (and, with a loss form, an output and a target for the
 metric): the user's `step(model, batch)`, or `loss(model(inputs), target)` with the batch taken
-apart as tuples `(x, ..., target)` and dicts `{..., "label": target}` are."""
+apart as tuples `(x, ..., target)` and dicts `{..., "label": target}` are, or — for a model that
+computes its own loss, as Hugging Face's do — `model(**batch).loss` with the target left in the batch."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +116,58 @@ def accuracy(output: torch.Tensor, target: torch.Tensor) -> float:
     return float((predicted == target).float().mean())
 
 
+def model_output_type() -> type | None:
+    """transformers' `ModelOutput` when transformers is loaded (a model that returns one has loaded
+    it), so the job layer never imports transformers itself."""
+    generic = sys.modules.get("transformers.utils.generic")
+    found = getattr(generic, "ModelOutput", None)
+    return found if isinstance(found, type) else None
+
+
+def is_model_output(value: Any) -> bool:
+    kind = model_output_type()
+    return kind is not None and isinstance(value, kind)
+
+
+def loss_of(output: Any) -> torch.Tensor | None:
+    """The loss a model computed itself: `output["loss"]` or `output.loss` (a ModelOutput leaves the
+    key out when it computed none)."""
+    found = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    return found if isinstance(found, torch.Tensor) else None
+
+
+def logits_of(output: Any) -> Any:
+    """What a metric reads from a model's output: its `logits` where it is a mapping that has them
+    (a ModelOutput), else the output itself."""
+    if isinstance(output, Mapping) and isinstance(output.get("logits"), torch.Tensor):
+        return output["logits"]
+    return output
+
+
+def forward_takes(model: Any, name: str) -> bool:
+    """Whether the model's forward names a parameter `name` (Hugging Face's models name `labels`, and
+    compute their loss from it); a `**kwargs` catch-all does not count."""
+    try:
+        parameters = inspect.signature(model.forward).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
+    found = parameters.get(name)
+    return found is not None and found.kind in (found.POSITIONAL_OR_KEYWORD, found.KEYWORD_ONLY)
+
+
+def _no_loss(output: Any, key: str | None) -> str:
+    kind = type(output).__name__
+    if key is not None:
+        return (
+            f"the model's forward takes {key!r}, so the whole batch goes to it, but it returned a {kind} without"
+            " a loss: give loss=(output, target) -> loss or step=(model, batch) -> loss"
+        )
+    return (
+        f"the model returned a {kind} without a loss: put the labels in a dict batch under a key its forward"
+        " takes (labels), or give loss=(output, target) -> loss (on output.logits) or step=(model, batch) -> loss"
+    )
+
+
 def default_loss(target: Any) -> tuple[Callable[..., Any], str]:
     """Cross-entropy for integer targets, MSE for float ones (the loss's name for the trace)."""
     if isinstance(target, torch.Tensor) and not target.dtype.is_floating_point and not target.dtype.is_complex:
@@ -125,13 +180,18 @@ def default_loss(target: Any) -> tuple[Callable[..., Any], str]:
 @dataclass
 class Objective:
     """One batch -> (loss, output, target). `loss_fn` is None for a step-form job (its output and
-    target stay inside the step; only the loss comes out)."""
+    target stay inside the step; only the loss comes out) and for a model that computes its own loss
+    (`model_loss_key`: the batch key its forward takes the target under; the output is its logits).
+    `loss_given`: whether `loss_fn` is the user's (else the default the target's dtype chose, which a
+    ModelOutput cannot take)."""
 
     loss_fn: Callable[..., Any] | None
     step_fn: Callable[..., Any] | None
     metric_fn: Callable[..., float] | None
     loss_name: str
     metric_name: str | None
+    model_loss_key: str | None = None
+    loss_given: bool = True
 
     @property
     def has_metric(self) -> bool:
@@ -143,14 +203,26 @@ class Objective:
             if isinstance(loss, Mapping) and "loss" in loss:  # Lightning's training_step may return {"loss": ...}
                 loss = loss["loss"]
             return check_loss(loss, "step"), None, None
+        if self.model_loss_key is not None:
+            output = model(**batch)
+            own, target = loss_of(output), batch[self.model_loss_key]
+            if own is None and isinstance(output, torch.Tensor) and self.loss_fn is not None:
+                # a forward that takes its target as an input (teacher forcing) and returns logits
+                return check_loss(self.loss_fn(output, target), "loss"), output, target
+            if own is None:
+                raise JobError(_no_loss(output, self.model_loss_key))
+            return check_loss(own, "model"), logits_of(output), target
         args, kwargs, target = split_batch(batch)
         output = model(*args, **kwargs)
+        if not self.loss_given and is_model_output(output):
+            raise JobError(_no_loss(output, None))
         assert self.loss_fn is not None
         return check_loss(self.loss_fn(output, target), "loss"), output, target
 
     def metric(self, output: Any, target: Any) -> float | None:
         if self.metric_fn is None or output is None:
             return None
+        output = logits_of(output)
         with torch.no_grad():  # a metric is read, not trained: no graph, no requires_grad warnings
             detached = output.detach() if isinstance(output, torch.Tensor) else output
             return float(self.metric_fn(detached, target))
@@ -166,8 +238,10 @@ def check_loss(loss: Any, what: str) -> torch.Tensor:
     return loss.reshape(())
 
 
-def resolve_objective(job: Any, first_batch: Any) -> Objective:
-    """The job's loss, step and metric, with the defaults the first batch's target decides."""
+def resolve_objective(job: Any, first_batch: Any, model: Any = None) -> Objective:
+    """The job's loss, step and metric, with the defaults the first batch's target decides. A dict
+    batch whose target key `model`'s forward takes goes to the model whole, and the loss is the one
+    the model returns (a Hugging Face model with its `labels`)."""
     metric_fn: Callable[..., float] | None = None
     metric_name: str | None = None
     if job.metric == "accuracy":
@@ -179,12 +253,21 @@ def resolve_objective(job: Any, first_batch: Any) -> Objective:
     if job.loss is not None:
         name = getattr(job.loss, "__name__", type(job.loss).__name__)
         return Objective(job.loss, None, metric_fn, name, metric_name)
+    if model is not None and isinstance(first_batch, Mapping):
+        key = next((k for k in TARGET_KEYS if k in first_batch), None)
+        if key is not None and forward_takes(model, key):
+            fallback, fallback_name = default_loss(first_batch[key])
+            own = (
+                f"the model's own loss ({type(model).__name__}(**batch).loss, {key} in the batch;"
+                f" {fallback_name} where it returns a plain tensor)"
+            )
+            return Objective(fallback, None, metric_fn, own, metric_name, model_loss_key=key, loss_given=False)
     try:
         target = split_batch(first_batch)[2]
     except JobError as exc:
         raise JobError(f"{exc.problem} (batch: {describe_batch(first_batch)})") from None
     loss_fn, loss_name = default_loss(target)
-    return Objective(loss_fn, None, metric_fn, loss_name, metric_name)
+    return Objective(loss_fn, None, metric_fn, loss_name, metric_name, loss_given=False)
 
 
 def explain_failure(job_title: str, batch: Any, exc: BaseException) -> JobError:

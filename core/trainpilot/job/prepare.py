@@ -153,8 +153,8 @@ def prepare(
             batch = train_set.batch(np.arange(min(PROFILE_SAMPLES, len(train_set))))
         except Exception as exc:
             raise JobError(f"{job.title}: loading the first samples failed: {describe_exception(exc)}") from exc
-        objective = resolve_objective(job, batch)
         model = job.model if isinstance(job.model, nn.Module) else build_from(job)
+        objective = resolve_objective(job, batch, model)  # the model's forward says whether it takes the target
         # a copy: the profile's pass moves BatchNorm statistics, which the user's model must not see
         probe = copy.deepcopy(model) if model is job.model else model
         from trainpilot.job.profile_job import profile_job
