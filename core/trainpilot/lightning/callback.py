@@ -12,9 +12,9 @@ import math
 import warnings
 from typing import Any
 
+from trainpilot.hosted.plan_rows import plan_of_device
+from trainpilot.hosted.record import HostedRun, expect
 from trainpilot.lightning.choice import Choice, last_choice, plan_module, remember
-from trainpilot.lightning.mapping import plan_of_device
-from trainpilot.lightning.record import LightningRun, expect
 from trainpilot.lightning.requirement import require_lightning
 from trainpilot.units import seconds as seconds_text
 
@@ -37,7 +37,7 @@ class CallbackHooks:
         self.objective = objective
         self.result: dict[str, Any] | None = None
         self.notes: list[str] = []
-        self._run: LightningRun | None = None
+        self._run: HostedRun | None = None
 
     # ------------------------------------------------------------------ the fit's start and end
 
@@ -72,7 +72,7 @@ class CallbackHooks:
             text="\n".join(trace),
         )
 
-    def _start(self, trainer: Any, pl_module: Any) -> LightningRun:
+    def _start(self, trainer: Any, pl_module: Any) -> HostedRun:
         import torch
 
         from trainpilot.run.config import new_run_id
@@ -95,7 +95,7 @@ class CallbackHooks:
             epochs_left=epochs_left,
             steps_left=steps_left,
         )
-        run = LightningRun(expectation, new_run_id())
+        run = HostedRun(expectation, new_run_id())
         run.open()
         self.notes.extend(run.notes)
         return run

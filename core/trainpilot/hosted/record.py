@@ -1,36 +1,54 @@
-"""A Lightning fit's row in TrainPilot's history, kept as a TrainPilot run keeps its own
-(run/learning.py): written "running" when training starts (a killed process leaves it findable as
-crashed), finished with the plan the Trainer ran, the load the fit met, and the predicted and actual
-training time, so the cost model learns from it and `trainpilot headless history` lists it.
+"""A host loop's training (a Lightning fit, a Hugging Face Trainer's train()) as a row in TrainPilot's
+history, kept as a TrainPilot run keeps its own (run/learning.py): written "running" when training
+starts (a killed process leaves it findable as crashed), finished with the plan the host ran, the
+load it met, and the predicted and actual training time, so the cost model learns from it and
+`trainpilot headless history` lists it.
 
-The prediction follows the fit: the agent predicted `choice.epochs` epochs of the profiled data; the
-Trainer's own batches per epoch and epochs (max_epochs, max_steps) scale it. A fit that ends by itself
-(max_epochs, max_steps, early stopping) is recorded with the prediction for the batches it trained; a
-failed or interrupted one with the prediction for the whole fit and the epochs it finished, as a
-TrainPilot run is (the cost model scales an interrupted run's prediction by epochs itself).
+The prediction follows the host: the agent predicted `decision.epochs` epochs of the profiled data;
+the host's own batches per epoch and epochs (its max epochs, max steps) scale it. Training that ends
+by itself (max epochs, max steps, early stopping) is recorded with the prediction for the batches it
+trained; failed or interrupted training with the prediction for the whole run and the epochs it
+finished, as a TrainPilot run is (the cost model scales an interrupted run's prediction by epochs).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
+from trainpilot.hosted.clock import TrainClock
+from trainpilot.hosted.plan_rows import row_for
 from trainpilot.job.workload import WorkloadProfile
-from trainpilot.lightning.choice import Choice
-from trainpilot.lightning.clock import TrainClock
-from trainpilot.lightning.mapping import row_for
 from trainpilot.plans import Plan
+
+
+class Decision(Protocol):
+    """What the agent decided before the host trained (trainpilot.lightning's and
+    trainpilot.huggingface's Choice): the plan, the epochs and profile it predicted, and the report
+    with every plan's row."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def epochs(self) -> int: ...
+
+    @property
+    def profile(self) -> WorkloadProfile: ...
+
+    @property
+    def report(self) -> dict[str, Any]: ...
 
 
 @dataclass
 class Expectation:
-    """What the fit is predicted to take, on the plan the Trainer runs."""
+    """What the host's training is predicted to take, on the plan it runs."""
 
     plan: Plan
-    profile: WorkloadProfile  # as the Trainer trains it: its batches per epoch, its planned epochs
+    profile: WorkloadProfile  # as the host trains it: its batches per epoch, its planned epochs
     per_step_s: float | None  # None: the agent predicted nothing for this plan
-    planned_steps: float  # inf: the fit has no end the Trainer knows of (max_epochs=-1)
+    planned_steps: float  # inf: the training has no end the host knows of (Lightning's max_epochs=-1)
     notes: list[str] = field(default_factory=list)
 
     def predicted_for(self, steps: float) -> float | None:
@@ -44,19 +62,19 @@ class Expectation:
 
 
 def expect(
-    choice: Choice,
+    choice: Decision,
     plan: Plan,
     *,
     steps_per_epoch: float,
     epochs_left: int | None,
     steps_left: float | None = None,
 ) -> Expectation:
-    """The prediction for a fit of `epochs_left` epochs (None: unbounded) of `steps_per_epoch`
+    """The prediction for training of `epochs_left` epochs (None: unbounded) of `steps_per_epoch`
     batches, at most `steps_left` batches (None: no limit), on `plan`."""
     notes: list[str] = []
     row = row_for(choice.report.get("plans", ()), plan)
     if not _same_plan(plan, choice.plan):
-        notes.append(f"the Trainer runs {plan.label}, not the agent's choice {choice.plan.label}")
+        notes.append(f"the host runs {plan.label}, not the agent's choice {choice.plan.label}")
     if row is None:
         notes.append(f"the agent predicted no plan on {plan.label}'s device: recorded without a prediction")
         per_step = None
@@ -72,7 +90,7 @@ def expect(
     planned = steps_per_epoch * epochs_left if epochs_left is not None else math.inf
     if steps_left is not None:
         planned = min(planned, steps_left)
-    if steps_per_epoch != profile.steps_per_epoch:  # limit_train_batches, drop_last, a sampler of its own
+    if steps_per_epoch != profile.steps_per_epoch:  # a limit on batches, drop_last, a sampler of its own
         profile = replace(profile, dataset_size=steps_per_epoch * profile.batch_size)
     epochs = math.ceil(planned / steps_per_epoch) if math.isfinite(planned) else 1
     return Expectation(plan, replace(profile, epochs=max(int(epochs), 1)), per_step, planned, notes)
@@ -82,8 +100,8 @@ def _same_plan(a: Plan, b: Plan) -> bool:
     return replace(a, loader_workers=a.loader_workers or None) == replace(b, loader_workers=b.loader_workers or None)
 
 
-class LightningRun:
-    """One fit's training: its clock, its history row and the load it met."""
+class HostedRun:
+    """One host loop's training: its clock, its history row and the load it met."""
 
     def __init__(self, expectation: Expectation, run_id: str):
         from trainpilot.run.learning import RunRecorder
@@ -127,7 +145,7 @@ class LightningRun:
         return met
 
     def finish(self, status: str) -> dict[str, Any]:
-        """Record the fit's end (status success | failed | interrupted); the summary of its row."""
+        """Record the training's end (status success | failed | interrupted); the summary of its row."""
         if self.summary is not None:
             return self.summary
         ex, clock = self.expectation, self.clock

@@ -1,7 +1,7 @@
-"""The training clock of a Lightning fit: wall time from each training epoch's start to its end, less
-the validation runs inside it. It runs through data loading, the steps and the optimizer, as a
-TrainPilot run's epoch time does; the sanity check, validation and the callbacks' epoch-end work
-(checkpoints) stay outside. Queued accelerator work is waited for before the clock stops."""
+"""The training clock of a loop TrainPilot does not own (a Lightning fit, a Hugging Face Trainer):
+wall time from each training epoch's start to its end, less what the host runs inside the epoch that
+is not training (validation, checkpoints). It runs through data loading, the steps and the optimizer,
+as a TrainPilot run's epoch time does. Queued accelerator work is waited for before the clock stops."""
 
 from __future__ import annotations
 
