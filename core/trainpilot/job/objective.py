@@ -256,11 +256,8 @@ def resolve_objective(job: Any, first_batch: Any, model: Any = None) -> Objectiv
     if model is not None and isinstance(first_batch, Mapping):
         key = next((k for k in TARGET_KEYS if k in first_batch), None)
         if key is not None and forward_takes(model, key):
-            fallback, fallback_name = default_loss(first_batch[key])
-            own = (
-                f"the model's own loss ({type(model).__name__}(**batch).loss, {key} in the batch;"
-                f" {fallback_name} where it returns a plain tensor)"
-            )
+            fallback, _name = default_loss(first_batch[key])  # for a forward that returns plain logits
+            own = f"the model's own loss ({type(model).__name__}(**batch).loss, {key} in the batch)"
             return Objective(fallback, None, metric_fn, own, metric_name, model_loss_key=key, loss_given=False)
     try:
         target = split_batch(first_batch)[2]
