@@ -313,14 +313,8 @@ def callback_class() -> type:
     """`TrainPilotCallback`: `CallbackHooks` on transformers' `TrainerCallback` (transformers imported now)."""
     global _CLASS
     if _CLASS is None:
+        from trainpilot.hosted.decisions import callback_on
+
         transformers = require_transformers()
-        _CLASS = type(
-            "TrainPilotCallback",
-            (CallbackHooks, transformers.TrainerCallback),
-            {
-                "__module__": "trainpilot.huggingface",
-                "__qualname__": "TrainPilotCallback",
-                "__doc__": CallbackHooks.__doc__,
-            },
-        )
+        _CLASS = callback_on(CallbackHooks, transformers.TrainerCallback, "trainpilot.huggingface")
     return _CLASS

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainpilot.errors import JobError
+from trainpilot.hosted.decisions import Decisions
 from trainpilot.huggingface.mapping import best_runnable, runnable, trainer_accelerator, training_arguments
 from trainpilot.huggingface.requirement import require_transformers
 from trainpilot.job.objective import loss_of
@@ -56,23 +56,16 @@ class Choice:
         return dict(self.arguments)
 
 
-# The decision per model, for the callback: weak, so a choice never keeps a model alive.
-_CHOICES: weakref.WeakKeyDictionary[Any, Choice] = weakref.WeakKeyDictionary()
+_CHOICES: Decisions[Choice] = Decisions()
 
 
 def last_choice(model: Any) -> Choice | None:
     """The last decision `choose` (or a `TrainPilotCallback` that planned itself) made for `model`."""
-    try:
-        return _CHOICES.get(model)
-    except TypeError:  # not weak-referenceable
-        return None
+    return _CHOICES.last(model)
 
 
 def remember(model: Any, choice: Choice) -> None:
-    try:
-        _CHOICES[model] = choice
-    except TypeError:  # not weak-referenceable: the callback then needs choice= or plans itself
-        pass
+    _CHOICES.remember(model, choice)
 
 
 def choose(

@@ -195,14 +195,8 @@ def callback_class() -> type:
     """`TrainPilotCallback`: `CallbackHooks` on Lightning's `Callback` (Lightning imported now)."""
     global _CLASS
     if _CLASS is None:
+        from trainpilot.hosted.decisions import callback_on
+
         pl = require_lightning()
-        _CLASS = type(
-            "TrainPilotCallback",
-            (CallbackHooks, pl.Callback),
-            {
-                "__module__": "trainpilot.lightning",
-                "__qualname__": "TrainPilotCallback",
-                "__doc__": CallbackHooks.__doc__,
-            },
-        )
+        _CLASS = callback_on(CallbackHooks, pl.Callback, "trainpilot.lightning")
     return _CLASS

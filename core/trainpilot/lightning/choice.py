@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 import warnings
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainpilot.errors import JobError
+from trainpilot.hosted.decisions import Decisions
 from trainpilot.job.spec import Job
 from trainpilot.job.workload import WorkloadProfile
 from trainpilot.lightning.mapping import best_runnable, runnable, trainer_arguments
@@ -56,23 +56,16 @@ class Choice:
         return {"accelerator": self.accelerator, "devices": devices}
 
 
-# The decision per module, for the callback: weak, so a choice never keeps a module alive.
-_CHOICES: weakref.WeakKeyDictionary[Any, Choice] = weakref.WeakKeyDictionary()
+_CHOICES: Decisions[Choice] = Decisions()
 
 
 def last_choice(module: Any) -> Choice | None:
     """The last decision `choose` (or a `TrainPilotCallback` that planned itself) made for `module`."""
-    try:
-        return _CHOICES.get(module)
-    except TypeError:  # not weak-referenceable
-        return None
+    return _CHOICES.last(module)
 
 
 def remember(module: Any, choice: Choice) -> None:
-    try:
-        _CHOICES[module] = choice
-    except TypeError:  # not weak-referenceable: the callback then needs choice= or plans itself
-        pass
+    _CHOICES.remember(module, choice)
 
 
 def choose(
