@@ -8,13 +8,17 @@ Every figure says which it is.
 from __future__ import annotations
 
 import copy
+import itertools
 import statistics
 import time
-from dataclasses import dataclass
+from collections.abc import Generator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+
+from trainpilot.compress.speedup_interval import SpeedupInterval, predicted_speedup, speedup_interval
 
 MEASURED = "measured"
 PREDICTED = "predicted"
@@ -28,9 +32,18 @@ class StepTimes:
     batch: int
     where: str  # "this machine, 2 threads" | "Apple M2, mps (predicted from published figures)"
     repeats: int = 0  # measured steps per model (0 for predictions)
+    # every measured step time per model key, round by round (entry i of each timed in round i)
+    rounds: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     def speedup(self, key: str, base: str = "dense") -> float:
         return self.seconds[base] / self.seconds[key]
+
+    def interval(self, key: str, base: str = "dense") -> SpeedupInterval:
+        """`key`'s speed-up over `base` with its interval over the paired rounds (speedup_interval.py);
+        a prediction's is exact."""
+        if self.label == PREDICTED:
+            return predicted_speedup(self.speedup(key, base))
+        return speedup_interval(self.rounds[base], self.rounds[key])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +53,64 @@ class StepTimes:
             "where": self.where,
             "repeats": self.repeats,
         }
+
+
+def timed_rounds(
+    models: dict[str, nn.Module],
+    sample_shape: tuple[int, ...],
+    num_classes: int,
+    *,
+    batch: int,
+    threads: int,
+    seed: int = 0,
+) -> Generator[dict[str, float], None, None]:
+    """One training step of every model per round, for as many rounds as the caller takes: each
+    round's step time per model key, in an order that rotates so no model is always timed first in
+    a round. The models are copied first (timing trains them). Timed under the allocator TrainPilot
+    trains with (machine/allocator.py): with glibc's defaults each step faulted its buffers in
+    afresh, and one pair's speed-up spread far wider across timings (benchmarks/step_noise.py) than
+    without (measured: docs/measurements.md#memory-allocator). The thread count is set while a
+    round runs and restored between rounds, so a caller may do its own work in between."""
+    from trainpilot.machine.allocator import keep_freed_memory
+
+    keep_freed_memory()
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, *sample_shape, generator=gen)  # dense kernels take as long on any values
+    y = torch.randint(0, num_classes, (batch,), generator=gen)
+    keys = list(models)
+    copies = {k: copy.deepcopy(m).train() for k, m in models.items()}
+    optimizers = {k: torch.optim.Adam(m.parameters(), lr=1e-3) for k, m in copies.items()}
+    for round_ in itertools.count():
+        shift = round_ % len(keys)
+        times: dict[str, float] = {}
+        previous = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            for key in keys[shift:] + keys[:shift]:
+                model, opt = copies[key], optimizers[key]
+                start = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+                times[key] = time.perf_counter() - start
+        finally:
+            torch.set_num_threads(previous)
+        if round_ >= WARMUP_STEPS:
+            yield times
+
+
+def step_times(rounds: list[dict[str, float]], batch: int, threads: int) -> StepTimes:
+    """Measured rounds (timed_rounds) as StepTimes: each model's median, and every round kept."""
+    keys = list(rounds[0]) if rounds else []
+    per_key = {k: tuple(r[k] for r in rounds) for k in keys}
+    return StepTimes(
+        MEASURED,
+        {k: statistics.median(v) for k, v in per_key.items()},
+        batch,
+        f"this machine, {threads} thread{'s' if threads != 1 else ''}",
+        len(rounds),
+        per_key,
+    )
 
 
 def measure_steps(
@@ -52,40 +123,11 @@ def measure_steps(
     repeats: int,
     seed: int = 0,
 ) -> StepTimes:
-    """Median training-step time of each model, interleaved: each round times one step of every
-    model, in an order that rotates so no model is always timed first in a round. The models are
-    copied first (timing trains them). Timed under the allocator TrainPilot trains with
-    (machine/allocator.py): with glibc's defaults each step faulted its buffers in afresh, and one pair's
-    speed-up spread far wider across timings (benchmarks/step_noise.py) than without (measured:
-    docs/measurements.md#memory-allocator)."""
-    from trainpilot.machine.allocator import keep_freed_memory
-
-    keep_freed_memory()
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, *sample_shape, generator=gen)  # dense kernels take as long on any values
-    y = torch.randint(0, num_classes, (batch,), generator=gen)
-    keys = list(models)
-    copies = {k: copy.deepcopy(m).train() for k, m in models.items()}
-    optimizers = {k: torch.optim.Adam(m.parameters(), lr=1e-3) for k, m in copies.items()}
-    samples: dict[str, list[float]] = {k: [] for k in keys}
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        for round_ in range(WARMUP_STEPS + repeats):
-            shift = round_ % len(keys)
-            for key in keys[shift:] + keys[:shift]:
-                model, opt = copies[key], optimizers[key]
-                start = time.perf_counter()
-                opt.zero_grad(set_to_none=True)
-                nn.functional.cross_entropy(model(x), y).backward()
-                opt.step()
-                elapsed = time.perf_counter() - start
-                if round_ >= WARMUP_STEPS:
-                    samples[key].append(elapsed)
-    finally:
-        torch.set_num_threads(previous)
-    medians = {k: statistics.median(v) for k, v in samples.items()}
-    return StepTimes(MEASURED, medians, batch, f"this machine, {threads} thread{'s' if threads != 1 else ''}", repeats)
+    """Median training-step time of each model over `repeats` interleaved rounds (timed_rounds)."""
+    source = timed_rounds(models, sample_shape, num_classes, batch=batch, threads=threads, seed=seed)
+    rounds = list(itertools.islice(source, repeats))
+    source.close()
+    return step_times(rounds, batch, threads)
 
 
 def predict_steps(

@@ -9,11 +9,13 @@ from typing import Any
 
 from torch import nn
 
-from trainpilot.compress.cycles import StepTimes, measure_steps, predict_steps
+from trainpilot.compress.cycles import StepTimes, measure_steps, predict_steps, step_times, timed_rounds
 from trainpilot.compress.finetune import RESTART_LR, Tensors, accuracy, train_steps
 from trainpilot.compress.layers import ModelLayers
 from trainpilot.compress.prune import PrunedModel, prune
 from trainpilot.compress.reward import Reward, compression_reward
+from trainpilot.compress.speedup_interval import MIN_ROUNDS
+from trainpilot.compress.speedup_repeats import TimingBudget, rounds_until_decided
 from trainpilot.compress.target import CompressionTarget
 
 
@@ -29,6 +31,15 @@ class Evaluation:
     params: int
     reward: Reward
     seconds: float  # what trying it cost
+    # the speed-up's interval over the timed rounds (speedup_interval.py); None when too few rounds to bound it
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+
+    def speedup_text(self) -> str:
+        """'1.62x [1.49, 1.71]', or '1.62x' without an interval."""
+        if self.speedup_low is None or self.speedup_high is None:
+            return f"{self.speedup:.2f}x"
+        return f"{self.speedup:.2f}x [{self.speedup_low:.2f}, {self.speedup_high:.2f}]"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -36,6 +47,8 @@ class Evaluation:
             "kept_channels": dict(self.kept),
             "accuracy": self.accuracy,
             "speedup": self.speedup,
+            "speedup_low": self.speedup_low,
+            "speedup_high": self.speedup_high,
             "speedup_label": self.cycles,
             "step_s": self.step_s,
             "dense_step_s": self.dense_step_s,
@@ -65,6 +78,9 @@ class Evaluator:
     timing_repeats: int
     seed: int = 0
     round_to: int | None = None
+    # a single search figure must clear target x aim to count as fast enough (speed_margin.py measures it)
+    aim: float = 1.05
+    decision: TimingBudget = TimingBudget()  # what one speed-up decision may spend timing (speedup_repeats.py)
 
     def __post_init__(self) -> None:
         self._predicted_dense: float | None = None
@@ -92,6 +108,23 @@ class Evaluator:
             seed=self.seed,
         )
 
+    def decided(self, model: nn.Module, threshold: float) -> StepTimes:
+        """Dense and `model` on the target, timed here until the speed-up's interval decides against
+        `threshold` (within `decision`); a described machine's prediction is exact at once."""
+        if self.target.is_described:
+            return self.cycles(model)
+        source = timed_rounds(
+            {"dense": self.dense, "pruned": model},
+            self.sample_shape,
+            self.num_classes,
+            batch=self.timing_batch,
+            threads=self.threads,
+            seed=self.seed,
+        )
+        rounds = rounds_until_decided(source, threshold, self.decision)
+        source.close()
+        return step_times(rounds, self.timing_batch, self.threads)
+
     def __call__(self, sparsity: dict[str, float]) -> Evaluation:
         start = time.perf_counter()
         pruned = self.prune(sparsity)
@@ -107,7 +140,10 @@ class Evaluator:
         )
         acc = accuracy(pruned.model, self.val, threads=self.threads)
         times = self.cycles(pruned.model)
-        speedup = times.speedup("pruned")
+        bounded = times.label != "measured" or times.repeats >= MIN_ROUNDS
+        interval = times.interval("pruned") if bounded else None
+        # the interval's own point (the median paired ratio) when there is one, so the point lies inside it
+        speedup = interval.ratio if interval else times.speedup("pruned")
         return Evaluation(
             sparsity=pruned.sparsity,
             kept=pruned.kept,
@@ -117,6 +153,8 @@ class Evaluator:
             dense_step_s=times.seconds["dense"],
             cycles=times.label,
             params=pruned.params,
-            reward=compression_reward(acc, self.threshold, speedup, self.target_speedup),
+            reward=compression_reward(acc, self.threshold, speedup, self.target_speedup * self.aim),
             seconds=time.perf_counter() - start,
+            speedup_low=interval.low if interval else None,
+            speedup_high=interval.high if interval else None,
         )
