@@ -24,6 +24,7 @@ from trainpilot.compress.cycles import StepTimes, measure_steps
 from trainpilot.compress.deploy import Tuned, fine_tune
 from trainpilot.compress.drop_interval import DropInterval
 from trainpilot.compress.prune import MAX_SPARSITY, PrunedModel
+from trainpilot.compress.speedup_interval import SpeedupInterval
 
 BISECTION_STEPS = 5  # 0.9 / 2^5: the ratio to within 0.03
 CONFIRMATIONS = 3  # ratios tried past the bisection's when its pick is not confirmed (at_target)
@@ -39,10 +40,11 @@ class Matched:
 @dataclass(frozen=True)
 class Row:
     name: str  # "agent" | "uniform" | "l1-global"
-    speedup: float  # measured, in the final interleaved run
+    speedup: float  # measured, in the final interleaved run (the interval's point)
     accuracy: float  # test
     drop: DropInterval  # against the dense model, on the same test samples
     kept: dict[str, int]
+    interval: SpeedupInterval | None = None  # the speed-up's, in the same run
 
     @property
     def accuracy_drop(self) -> float:  # points
@@ -103,26 +105,30 @@ def match_speedup(kind: str, evaluator: Any, reference: Any, *, repeats: int) ->
     return model, Matched(kind, ratio, got)
 
 
-def at_target(kind: str, evaluator: Any, threshold: float, *, repeats: int) -> tuple[PrunedModel, float] | None:
+def at_target(
+    kind: str, evaluator: Any, target_speedup: float, *, repeats: int
+) -> tuple[PrunedModel, SpeedupInterval] | None:
     """Baseline `kind` at the target speed: the smallest overall ratio whose speed-up over the dense
     model on the target's cycles (evaluator.cycles: measured here, predicted for a described machine)
-    is at least `threshold` in two measurements, and the lower of the two; None when even the most
-    pruning allowed is slower.
+    is at least the target x evaluator.aim in one timing of `repeats` steps, and whose speed-up
+    interval then clears the target at its lower end (evaluator.decided: timed until it decides);
+    that confirming interval with it. None when even the most pruning allowed is slower.
 
-    Why two: the bisection keeps the first ratio measured fast enough, and on a noisy machine the
-    first measurement past a threshold is more often a lucky one (small_cnn / digits, batch 64: an L1
-    configuration bisected at 1.37x re-measured at 1.25x). A ratio that fails its confirmation gives
-    way to a third more of the pruning still allowed, up to CONFIRMATIONS times."""
+    Why the confirmation: the bisection keeps the first ratio measured fast enough, and on a noisy
+    machine the first measurement past a threshold is more often a lucky one (small_cnn / digits,
+    batch 64: an L1 configuration bisected at 1.37x re-measured at 1.25x). A ratio that fails its
+    confirmation gives way to a third more of the pruning still allowed, up to CONFIRMATIONS times."""
+    aimed = target_speedup * evaluator.aim
 
     def speedup(p: PrunedModel) -> float:
         return evaluator.cycles(p.model, repeats).speedup("pruned")
 
-    model, got, ratio = _least_ratio(kind, evaluator, speedup, threshold)
+    model, got, ratio = _least_ratio(kind, evaluator, speedup, aimed)
     for _ in range(CONFIRMATIONS):
-        if got < threshold:
+        if got < aimed:
             return None
-        confirmed = min(got, speedup(model)) if not evaluator.target.is_described else got  # predictions are exact
-        if confirmed >= threshold:
+        confirmed = evaluator.decided(model.model, target_speedup).interval("pruned")
+        if confirmed.low >= target_speedup:
             return model, confirmed
         ratio += (MAX_SPARSITY - ratio) / 3.0
         model = pruned_by(kind, evaluator, ratio)
@@ -159,5 +165,8 @@ def compare(report: Any, *, repeats: int, final_repeats: int) -> tuple[list[Row]
         repeats=final_repeats,
         seed=cfg.seed,
     )
-    rows = [Row(k, times.speedup(k), t.accuracy, report.drop_of(t), dict(t.pruned.kept)) for k, t in tuned.items()]
+    rows = []
+    for k, t in tuned.items():
+        interval = times.interval(k)
+        rows.append(Row(k, interval.ratio, t.accuracy, report.drop_of(t), dict(t.pruned.kept), interval))
     return rows, times, matched

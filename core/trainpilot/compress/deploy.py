@@ -3,9 +3,15 @@ exported only when both thresholds hold — accuracy drop <= the maximum (test s
 the search) and speed-up >= the target (the target's cycles: measured here, predicted for a
 described machine). Otherwise nothing is written and the report says why.
 
-The accuracy drop comes with its paired interval (drop_interval.py), and the rule that reads it
-is stated: "point" (the default) deploys when the measured drop is within the limit and says how
-sure that is; "confident" deploys only when the interval's upper end is within it.
+The accuracy drop comes with its paired interval (drop_interval.py), the speed-up with its
+interval over paired timing rounds (speedup_interval.py), and one stated rule reads both: "point"
+(the default) deploys when the measured drop is within the limit and the measured speed-up clears
+the target, and says how sure each is; "confident" deploys only when the drop's interval's upper
+end is within the limit and the speed-up's interval's lower end clears the target.
+
+A model that is not deployed is still saved, beside where the deployment would have gone
+(`saved_path`), so the user has the best model found and the line that says how far it is from the
+thresholds.
 
 The export is a directory written atomically (a temporary sibling renamed into place, so a crash
 leaves no half-written export): `model.pt` (the pruned state_dict), `plan.json` (the model, the
@@ -20,7 +26,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,7 @@ from trainpilot.compress.cycles import StepTimes, measure_steps, predict_steps
 from trainpilot.compress.drop_interval import DropInterval
 from trainpilot.compress.finetune import RESTART_LR, Tensors, right, train_steps
 from trainpilot.compress.prune import PrunedModel, rebuild
+from trainpilot.compress.speedup_interval import SpeedupInterval
 from trainpilot.errors import ConfigError
 
 PLAN_FORMAT = 1
@@ -64,6 +71,8 @@ class Verdict:
     exported: dict[str, str] = field(default_factory=dict)
     interval: DropInterval | None = None  # the drop's paired interval (None: nothing was tested)
     rule: str = "point"
+    speed: SpeedupInterval | None = None  # the speed-up's interval on the target's cycles (None: nothing was timed)
+    saved: dict[str, str] = field(default_factory=dict)  # not deployed: where the best model found was saved
 
 
 def deployment_fine_tune(
@@ -134,14 +143,14 @@ def predicted_on(
 
 def judge(
     drop: DropInterval,
-    speedup: float,
-    speedup_label: str,
+    speed: SpeedupInterval,
     *,
     max_drop: float,
     target_speedup: float,
     rule: str = "point",
 ) -> Verdict:
-    """Deploy or not, by `rule` (DEPLOY_RULES) for the accuracy drop and the target for the speed-up."""
+    """Deploy or not, by `rule` (DEPLOY_RULES), read the same way for the accuracy drop against its
+    limit and for the speed-up against the target."""
     if rule not in DEPLOY_RULES:
         raise ValueError(f"unknown deployment rule {rule!r} (one of {', '.join(DEPLOY_RULES)})")
     sure = drop.within(max_drop)
@@ -154,27 +163,49 @@ def judge(
             f"the accuracy drop's {interval} reaches above the allowed {max_drop:g} points"
             f" (--deploy-rule confident; the measured drop is {drop.drop:.2f})"
         )
-    if speedup < target_speedup:
-        problems.append(f"{speedup_label} speed-up {speedup:.2f}x is below the target {target_speedup:g}x")
+    speed_problem = speed_shortfall(speed, target_speedup, rule)
+    if speed_problem:
+        problems.append(speed_problem)
+    verdict = Verdict(False, "", drop.drop, speed.ratio, speed.label, interval=drop, rule=rule, speed=speed)
     if problems:
-        return Verdict(
-            False, "not deployed: " + "; ".join(problems), drop.drop, speedup, speedup_label, interval=drop, rule=rule
-        )
+        return replace(verdict, reason="not deployed: " + "; ".join(problems))
     how_sure = (
         f"{interval}: within the limit"
         if drop.high <= max_drop + 1e-9
         else f"{interval}: {sure:.0%} sure it is within the limit"
     )
-    return Verdict(
-        True,
-        f"deployed: {speedup_label} speed-up {speedup:.2f}x >= {target_speedup:g}x at {drop.drop:.2f} points"
-        f" accuracy drop (<= {max_drop:g}; {how_sure})",
-        drop.drop,
-        speedup,
-        speedup_label,
-        interval=drop,
-        rule=rule,
+    return replace(
+        verdict,
+        deployed=True,
+        reason=f"deployed: {speed.label} speed-up {speed_text(speed, target_speedup)} >= {target_speedup:g}x"
+        f" at {drop.drop:.2f} points accuracy drop (<= {max_drop:g}; {how_sure})",
     )
+
+
+def speed_text(speed: SpeedupInterval, target_speedup: float) -> str:
+    """'1.58x (95 % interval 1.49 to 1.66x over 31 rounds; 99 % sure it clears 1.5x)'; exact: '1.58x'."""
+    if speed.exact:
+        return f"{speed.ratio:.2f}x"
+    return (
+        f"{speed.ratio:.2f}x ({speed.confidence:.0%} interval {speed.low:.2f} to {speed.high:.2f}x over"
+        f" {speed.rounds} rounds; {speed.sure_above(target_speedup):.0%} sure it clears {target_speedup:g}x)"
+    )
+
+
+def speed_shortfall(speed: SpeedupInterval, target_speedup: float, rule: str) -> str:
+    """Why the speed-up does not clear the target by `rule`, in one clause; '' when it does."""
+    if speed.ratio < target_speedup:
+        short = 1.0 - speed.ratio / target_speedup
+        return (
+            f"{speed.label} speed-up {speed_text(speed, target_speedup)} is below the target {target_speedup:g}x"
+            f" ({short:.1%} short)"
+        )
+    if rule == "confident" and speed.low < target_speedup:
+        return (
+            f"the speed-up's interval reaches below the target {target_speedup:g}x (--deploy-rule confident;"
+            f" measured {speed_text(speed, target_speedup)})"
+        )
+    return ""
 
 
 def coremltools_installed() -> bool:

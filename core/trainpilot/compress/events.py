@@ -9,6 +9,8 @@ from typing import Any, Union
 from trainpilot.compress.drop_interval import DropInterval
 from trainpilot.compress.evaluate import Evaluation
 from trainpilot.compress.layers import LayerInfo
+from trainpilot.compress.speed_margin import SpeedAim
+from trainpilot.compress.speedup_interval import SpeedupInterval
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,36 @@ class Tested:
 
 
 @dataclass(frozen=True)
+class AimMeasured:
+    """How far past the target the search aims: this machine's measured timing noise (speed_margin.py)."""
+
+    aim: SpeedAim
+    target_speedup: float
+
+    def text(self) -> str:
+        return self.aim.text(self.target_speedup)
+
+
+@dataclass(frozen=True)
+class SpeedMeasured:
+    """The configuration chosen for deployment, timed against the dense model until the speed-up's
+    interval decides against the target (or predicted, exact, for a described machine)."""
+
+    kind: str  # as Tested.kind
+    speed: SpeedupInterval
+    target_speedup: float
+
+    def text(self) -> str:
+        from trainpilot.compress.deploy import speed_text
+
+        return f"{self.kind}: {self.speed.label} speed-up {speed_text(self.speed, self.target_speedup)}"
+
+
+@dataclass(frozen=True)
 class CompressionFinished:
     report: Any  # job.CompressionReport
 
 
-CompressionEvent = Union[StageStarted, DenseTrained, EpisodeEvaluated, Notice, Tested, CompressionFinished]
+CompressionEvent = Union[
+    StageStarted, DenseTrained, AimMeasured, EpisodeEvaluated, Notice, Tested, SpeedMeasured, CompressionFinished
+]

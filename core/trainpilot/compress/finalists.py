@@ -8,15 +8,15 @@ candidates' deployed accuracies lay far closer together than their search accura
 order (measured: docs/measurements.md#cited-in-the-code-compression). So the controller does not
 trust one search figure:
 
-    shortlist   distinct configurations (by channels kept) that were fast enough in the search, the
-                most accurate first, up to SHORTLIST of them
+    shortlist   distinct configurations (by channels kept) that were fast enough in the search (past
+                the target x the aim, speed_margin.py), the most accurate first, up to SHORTLIST of them
     re-measure  all of them with the dense model, interleaved, at the deployment's repeats; those
-                below the target x SPEED_MARGIN are dropped (the search's 5 steps flattered them;
-                when all are, the fastest stays). Predicted cycles (a described target) are exact:
-                not re-measured
+                whose speed-up interval (speedup_interval.py) reaches below the target are dropped
+                (the search's few steps flattered them; when all are, the fastest stays). Predicted
+                cycles (a described target) are exact: not re-measured
     grow        each survivor about to be fine-tuned first takes back the channels its target does
-                not charge for (grow.py: the most per layer that keep the measured speed-up at or
-                above the target x SPEED_MARGIN); measured, the survivor cut to the channel grid
+                not charge for (grow.py: the most per layer that keep the measured speed-up's
+                interval at or above the target); measured, the survivor cut to the channel grid
                 below (grow.aligned_down: 9/13 -> 8/8) is grown too, and when that grows into
                 something else (8/24) it is a finalist of its own; two that grow into one
                 configuration are one
@@ -57,7 +57,7 @@ from trainpilot.compress.finetune import accuracy
 from trainpilot.compress.finetune import mean_loss as val_loss  # what the choice ranks finalists by
 from trainpilot.compress.grow import aligned_down, grow
 from trainpilot.compress.prune import PrunedModel
-from trainpilot.compress.search import SPEED_MARGIN
+from trainpilot.compress.speedup_interval import SpeedupInterval
 
 # Re-measuring is cheap (a few steps of each model) next to a fine-tune, so more configurations
 # are re-measured than are fine-tuned: the noisy search speed-ups should not use up the finalists.
@@ -73,6 +73,12 @@ class Finalist:
     val_loss: float | None = None
     pruned: PrunedModel | None = None  # fine-tuned, with any channels grow.py gave back
     kind: str = "agent"  # "agent": the search's; "uniform" | "l1-global": a baseline at the target speed
+    interval: SpeedupInterval | None = None  # the speed-up's interval in the measurement that gave `speedup`
+
+    def clears(self, target_speedup: float) -> bool:
+        """Fast enough to deploy on speed: the interval's lower end at the target."""
+        low = self.interval.low if self.interval is not None else self.speedup
+        return low >= target_speedup
 
     @property
     def kept(self) -> dict[str, int]:
@@ -98,15 +104,17 @@ class Finalist:
             "search_accuracy": e.accuracy if e is not None else None,
             "search_speedup": e.speedup if e is not None else None,
             "speedup": self.speedup,
+            "speedup_low": self.interval.low if self.interval is not None else None,
+            "speedup_high": self.interval.high if self.interval is not None else None,
             "val_accuracy": self.val_accuracy,
             "val_loss": self.val_loss,
         }
 
 
-def shortlist(evaluations: Sequence[Evaluation], target_speedup: float, size: int) -> list[Evaluation]:
-    """Up to `size` distinct configurations fast enough in the search, most accurate first (ties
-    to the slower one: speed past the target only costs accuracy)."""
-    fast = [e for e in evaluations if e.speedup >= target_speedup * SPEED_MARGIN]
+def shortlist(evaluations: Sequence[Evaluation], target_speedup: float, size: int, aim: float) -> list[Evaluation]:
+    """Up to `size` distinct configurations fast enough in the search (at the target x `aim`), most
+    accurate first (ties to the slower one: speed past the target only costs accuracy)."""
+    fast = [e for e in evaluations if e.speedup >= target_speedup * aim]
     out: dict[tuple[int, ...], Evaluation] = {}
     for e in sorted(fast, key=lambda e: (-e.accuracy, e.speedup)):
         out.setdefault(tuple(e.kept.values()), e)
@@ -134,18 +142,18 @@ def choose(
     fastest is the one finalist. `baselines` (not fine-tuned yet, already at the target speed) are
     each fine-tuned too and compared with the rest. None when there is nothing to compare: no
     baseline, and no fast-enough configuration in the search (the caller falls back to search.best)."""
-    candidates = shortlist(evaluations, target_speedup, max(count, SHORTLIST))
+    candidates = shortlist(evaluations, target_speedup, max(count, SHORTLIST), evaluator.aim)
     if not candidates:
         tuned = _tuned_baselines(baselines, set(), evaluator, tune, on_finalist)
-        return _chosen(tuned, tuned, target_speedup * SPEED_MARGIN)
+        return _chosen(tuned, tuned, target_speedup)
     pruned = [evaluator.prune(e.sparsity) for e in candidates]
     if evaluator.target.is_described:  # predicted cycles: the search's figure is the figure, nothing to re-measure
-        speedups = [e.speedup for e in candidates]
+        finalists = [Finalist(e, e.speedup) for e in candidates]
     else:
         times = measure_finalists(evaluator, pruned, repeats)
-        speedups = [times.speedup(str(i)) for i in range(len(candidates))]
-    finalists = [Finalist(e, s) for e, s in zip(candidates, speedups, strict=False)]
-    fast = [i for i, f in enumerate(finalists) if f.speedup >= target_speedup * SPEED_MARGIN]
+        intervals = [times.interval(str(i)) for i in range(len(candidates))]
+        finalists = [Finalist(e, iv.ratio, interval=iv) for e, iv in zip(candidates, intervals, strict=True)]
+    fast = [i for i, f in enumerate(finalists) if f.clears(target_speedup)]
     if not fast:  # none clears the margin once re-measured: the fastest is the one chance to meet the target
         fast = [max(range(len(finalists)), key=lambda i: finalists[i].speedup)]
     done: list[int] = []
@@ -155,14 +163,12 @@ def choose(
         if len(done) >= max(count, 1) and time.perf_counter() - started >= budget_s:
             break
         replaced = False
-        for start, speedup in _starts(
-            evaluator, pruned[i], finalists[i].speedup, target_speedup, repeats, free_channels
-        ):
+        for start, speedup, interval in _starts(evaluator, pruned[i], finalists[i], target_speedup, free_channels):
             key = tuple(start.kept.values())
             if key in configurations:  # another finalist grew into this configuration: fine-tuned already
                 continue
             configurations.add(key)
-            f = _validated(Finalist(finalists[i].evaluation, speedup, pruned=start), evaluator, tune)
+            f = _validated(Finalist(finalists[i].evaluation, speedup, pruned=start, interval=interval), evaluator, tune)
             if not replaced:
                 finalists[i], replaced = f, True
                 done.append(i)
@@ -173,7 +179,7 @@ def choose(
                 on_finalist(f)
     tuned = [finalists[i] for i in done]
     extra = _tuned_baselines(baselines, configurations, evaluator, tune, on_finalist)
-    return _chosen(tuned + extra, finalists + extra, target_speedup * SPEED_MARGIN)
+    return _chosen(tuned + extra, finalists + extra, target_speedup)
 
 
 def _validated(finalist: Finalist, evaluator: Any, tune: Callable[[PrunedModel], PrunedModel]) -> Finalist:
@@ -209,13 +215,14 @@ def _tuned_baselines(
 
 
 def _chosen(
-    tuned: list[Finalist], finalists: list[Finalist], threshold: float
+    tuned: list[Finalist], finalists: list[Finalist], target_speedup: float
 ) -> tuple[Finalist | None, list[Finalist]]:
     """The lowest validation loss among the fine-tuned, ties to the higher validation accuracy; only
-    among those at `threshold` when any is (the search's fastest, kept as its one chance when none of
-    its configurations stayed fast enough, must not beat a baseline that is: measured on small_cnn /
-    digits, 13/12 channels re-measured at 1.19x had the lowest loss against baselines at 1.38-1.43x)."""
-    fast = [f for f in tuned if f.speedup >= threshold]
+    among those that clear `target_speedup` (Finalist.clears) when any does (the search's fastest,
+    kept as its one chance when none of its configurations stayed fast enough, must not beat a
+    baseline that is: measured on small_cnn / digits, 13/12 channels re-measured at 1.19x had the
+    lowest loss against baselines at 1.38-1.43x)."""
+    fast = [f for f in tuned if f.clears(target_speedup)]
     tuned = fast or tuned
     if not tuned:
         return None, finalists
@@ -228,20 +235,21 @@ def _chosen(
 
 
 def _starts(
-    evaluator: Any, start: PrunedModel, speedup: float, target_speedup: float, repeats: int, free_channels: bool
-) -> list[tuple[PrunedModel, float]]:
-    """What a finalist is fine-tuned as: itself, or grown (grow.py). Measured, also the growth of its
-    configuration cut to the channel grid below, when that grows into more than the cut took."""
+    evaluator: Any, start: PrunedModel, finalist: Finalist, target_speedup: float, free_channels: bool
+) -> list[tuple[PrunedModel, float, SpeedupInterval | None]]:
+    """What a finalist is fine-tuned as: itself, or grown (grow.py: every growth step's interval must
+    clear the target). Measured, also the growth of its configuration cut to the channel grid below,
+    when that grows into more than the cut took."""
+    itself = (start, finalist.speedup, finalist.interval)
     if not free_channels:
-        return [(start, speedup)]
-    threshold = target_speedup * SPEED_MARGIN
-    grown = grow(evaluator, start, threshold=threshold, repeats=repeats)
-    out = [(grown.pruned, grown.speedup) if grown.speedup is not None else (start, speedup)]
+        return [itself]
+    grown = grow(evaluator, start, threshold=target_speedup)
+    out = [(grown.pruned, grown.speedup, grown.interval) if grown.speedup is not None else itself]
     seed = None if evaluator.target.is_described else aligned_down(evaluator, start)
     if seed is not None:
-        regrown = grow(evaluator, seed, threshold=threshold, repeats=repeats)
+        regrown = grow(evaluator, seed, threshold=target_speedup)
         if regrown.speedup is not None:
-            out.append((regrown.pruned, regrown.speedup))
+            out.append((regrown.pruned, regrown.speedup, regrown.interval))
     return out
 
 

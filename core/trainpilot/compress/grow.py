@@ -7,8 +7,9 @@ below them (docs/measurements.md#cited-in-the-code-compression). A configuration
 fast enough usually sits inside such a step with channels to spare, and the search cannot see them:
 its 100-step fine-tunes rank configurations far more coarsely than a few channels' worth of
 accuracy. So, before a finalist gets its deployment fine-tune, each prunable layer in turn takes
-back the most channels that keep the *measured* speed-up at or above the threshold (the dense and
-the candidate model timed side by side; which counts are probed, below): the same cycles target,
+back the most channels that keep the *measured* speed-up at or above the threshold at the lower end
+of its interval (the dense and the candidate model timed side by side in rounds until the interval
+decides, speedup_repeats.py; which counts are probed, below): the same cycles target,
 more capacity. On small_cnn / digits the grown 8/16 has a lower validation loss than 8/11 after the
 same fine-tune (benchmarks/compress_resolution.py; measured:
 docs/measurements.md#cited-in-the-code-compression).
@@ -21,7 +22,7 @@ growth probes the counts on the kernels' channel grid (multiples of CHANNEL_STEP
 width) from the widest down, and takes the first fast enough. On a described machine the cycles
 are the cost model's predictions, which fall smoothly with the count: growth there bisects, and
 takes back exactly what the prediction allows. The grown model's speed-up is measured once more at
-the end; if that measurement falls below the threshold, the configuration stays as it was.
+the end; if that interval's lower end falls below the threshold, the configuration stays as it was.
 
 A configuration off the grid can hold time it does not use: 9 channels cost the next block's 16.
 `aligned_down` gives the controller a second starting point with each layer cut to the grid below
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainpilot.compress.prune import PrunedModel
+from trainpilot.compress.speedup_interval import SpeedupInterval
 
 # oneDNN's fp32 CPU kernels work on blocks of 8 channels (AVX2) or 16 (AVX-512); a multiple of 8 is
 # a block edge on both. GPUs' tensor cores also want multiples of 8.
@@ -46,12 +48,14 @@ class Grown:
     pruned: PrunedModel  # the grown configuration (the start itself when nothing could be taken back)
     speedup: float | None  # its cycles speed-up, confirmed by the last measurement; None when unchanged
     probes: int  # configurations timed
+    interval: SpeedupInterval | None = None  # the confirming measurement's interval; None when unchanged
 
 
-def grow(evaluator: Any, start: PrunedModel, *, threshold: float, repeats: int) -> Grown:
+def grow(evaluator: Any, start: PrunedModel, *, threshold: float) -> Grown:
     """The configuration `start` with each prunable layer (in network order) given back the most
-    output channels whose model's speed-up over the dense one stays >= `threshold`. `evaluator`
-    supplies the dense model, the pruning (`prune`) and the cycles (`cycles`: measured or predicted)."""
+    output channels whose model's speed-up over the dense one stays >= `threshold` at the lower end
+    of its interval (evaluator.decided: timed until the interval decides, or predicted, exact).
+    `evaluator` supplies the dense model, the pruning (`prune`) and the cycles."""
     full = _full(evaluator)
     kept = dict(start.kept)
     best: PrunedModel | None = None
@@ -62,7 +66,7 @@ def grow(evaluator: Any, start: PrunedModel, *, threshold: float, repeats: int) 
             for count in grid_above(kept[name], full[name]):
                 candidate = evaluator.prune(sparsity_for({**kept, name: count}, full))
                 probes += 1
-                if _speedup(evaluator, candidate, repeats) >= threshold:
+                if _clears(evaluator, candidate, threshold):
                     kept[name], best = count, candidate
                     break
             continue
@@ -71,7 +75,7 @@ def grow(evaluator: Any, start: PrunedModel, *, threshold: float, repeats: int) 
             mid = (lo + hi + 1) // 2
             candidate = evaluator.prune(sparsity_for({**kept, name: mid}, full))
             probes += 1
-            if _speedup(evaluator, candidate, repeats) >= threshold:
+            if _clears(evaluator, candidate, threshold):
                 lo, best = mid, candidate
             else:
                 hi = mid - 1
@@ -79,12 +83,12 @@ def grow(evaluator: Any, start: PrunedModel, *, threshold: float, repeats: int) 
     if best is None:
         return Grown(start, None, probes)
     # `best` is the last candidate accepted, which holds every layer's final count. One more
-    # measurement confirms it: the bisection's last step was decided by one, close to the threshold.
-    confirmed = _speedup(evaluator, best, repeats)
+    # measurement confirms it: of the many probes, the accepted one is the most likely to have been lucky.
+    confirmed = _interval(evaluator, best, threshold)
     probes += 1
-    if confirmed < threshold:
+    if confirmed.low < threshold:
         return Grown(start, None, probes)
-    return Grown(best, confirmed, probes)
+    return Grown(best, confirmed.ratio, probes, confirmed)
 
 
 def grid_above(kept: int, full: int, step: int = CHANNEL_STEP) -> list[int]:
@@ -115,5 +119,11 @@ def sparsity_for(kept: dict[str, int], full: dict[str, int]) -> dict[str, float]
     return {name: 1.0 - kept[name] / full[name] for name in full}
 
 
-def _speedup(evaluator: Any, candidate: PrunedModel, repeats: int) -> float:
-    return evaluator.cycles(candidate.model, repeats).speedup("pruned")
+def _interval(evaluator: Any, candidate: PrunedModel, threshold: float) -> SpeedupInterval:
+    return evaluator.decided(candidate.model, threshold).interval("pruned")
+
+
+def _clears(evaluator: Any, candidate: PrunedModel, threshold: float) -> bool:
+    """Whether the candidate's speed-up clears `threshold` at its interval's lower end: a growth step
+    that might fall below the target is refused (an exact prediction's lower end is its value)."""
+    return _interval(evaluator, candidate, threshold).low >= threshold

@@ -3,6 +3,8 @@ compression view run.
 
     plan      the target (configuration determiner) and the agent's thread plan for the dense model
     train     the dense model, from scratch, on the training split
+    aim       the dense model timed against itself: this machine's timing noise, which every
+              single speed-up figure must clear on top of the target (speed_margin.py)
     search    TD3 episodes over the gymnasium env: each one a real prune, short fine-tune, held-out
               accuracy (validation split) and cycles
     deploy    the search's finalists re-measured, given back the channels the target does not charge
@@ -10,8 +12,9 @@ compression view run.
               and each given the deployment fine-tune, the one with the lowest loss on the
               validation split chosen (finalists.py), tested on the test split (never seen by the
               search or the choice) with the drop's paired interval (drop_interval.py),
-              re-measured interleaved with the dense model, exported only when both thresholds
-              hold by the deployment rule (deploy.DEPLOY_RULES)
+              re-measured interleaved with the dense model until the speed-up's interval decides
+              against the target (speedup_repeats.py), exported only when both thresholds hold by
+              the deployment rule (deploy.DEPLOY_RULES); otherwise saved beside, with the reason
 
 Before the search, a test split too small to resolve the allowed drop is said in one line
 (drop_interval.resolution), and the job goes on.
@@ -26,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -53,10 +57,15 @@ from trainpilot.compress.evaluate import Evaluation, Evaluator
 from trainpilot.compress.finalists import Finalist, choose
 from trainpilot.compress.finetune import LEARNING_RATE, accuracy, right, tensors, train_steps
 from trainpilot.compress.layers import LayerInfo
-from trainpilot.compress.search import SPEED_MARGIN, best, run_search
+from trainpilot.compress.search import best, run_search
+from trainpilot.compress.speed_margin import SpeedAim, measure_aim
+from trainpilot.compress.speedup_interval import MIN_ROUNDS
+from trainpilot.compress.speedup_repeats import TimingBudget
 from trainpilot.compress.target import CompressionTarget, resolve_compression_target
 from trainpilot.errors import DatasetError
 
+# the best model found when it is not deployed goes beside the deployment's directory, never into it
+NOT_DEPLOYED_SUFFIX = "-not-deployed"
 MIN_HELD_OUT = 20  # samples in each of the validation and test splits; fewer make accuracy a coin toss
 VAL_FRACTION = 0.15  # the search's reward reads this split
 TEST_FRACTION = 0.15  # the reported accuracy: never seen by the search
@@ -82,8 +91,10 @@ class CompressConfig:
     dense_epochs: float | None = None
     finetune_steps: int = 100  # per search episode (finetune.RESTART_LR: why 100)
     deploy_epochs: float | None = None  # None: half the dense model's steps, as a warm restart (finetune.RESTART_LR)
-    search_repeats: int = 5  # measured steps per model per episode
-    deploy_repeats: int = 21
+    search_repeats: int = 6  # rounds per episode: the fewest that bound a speed-up at 95 % (speedup_interval.py)
+    deploy_repeats: int = 21  # rounds a deployment decision starts with (re-measuring, growth, the deployed model)
+    timing_seconds: float = 5.0  # what one deployment decision may spend adding rounds until its interval decides
+    max_timing_rounds: int = 201
     finalists: int = (
         3  # at least this many configurations get the deployment fine-tune, compared on validation (finalists.py)
     )
@@ -123,6 +134,15 @@ class CompressConfig:
             out.append("--threads must be at least 1")
         if self.batch_size < 1 or (self.timing_batch is not None and self.timing_batch < 1):
             out.append("--batch-size must be at least 1")
+        if self.deploy_repeats < MIN_ROUNDS or self.max_timing_rounds < self.deploy_repeats:
+            out.append(
+                f"--deploy-repeats must be at least {MIN_ROUNDS} (the fewest rounds that bound a speed-up at 95 %)"
+                f" and at most the timing rounds allowed ({self.max_timing_rounds}), got {self.deploy_repeats}"
+            )
+        if self.search_repeats < 1:
+            out.append(f"--search-repeats must be at least 1, got {self.search_repeats}")
+        if not self.timing_seconds >= 0.0:
+            out.append(f"--timing-seconds must be 0 or more, got {self.timing_seconds:g}")
         if self.finalists < 1:
             out.append(f"--finalists must be at least 1, got {self.finalists}")
         if self.finetune_steps < 1 or not all(e is None or e > 0 for e in (self.dense_epochs, self.deploy_epochs)):
@@ -159,6 +179,7 @@ class CompressionReport:
     notes: list[str] = field(default_factory=list)
     chosen_kind: str | None = None  # "agent" | "uniform" | "l1-global": which kind of finalist was deployed
     resolution: Resolution | None = None  # can the test split resolve the allowed drop (None: a limit of 0)
+    aim: SpeedAim | None = None  # how far past the target the search aimed (None: stopped before it was measured)
     dense_model: Any = None  # kept for baselines and benchmarks; not in to_dict
     evaluator: Any = None
     test_data: Any = None  # finetune.Tensors of the test split
@@ -177,6 +198,7 @@ class CompressionReport:
         sparsity = self.tuned.pruned.sparsity if self.tuned else {}
         kept = self.tuned.pruned.kept if self.tuned else {}
         m = self.measured
+        measured_speed = m.interval("pruned") if m else None
         drop = self.verdict.interval
         return {
             "model": self.model_name,
@@ -197,7 +219,17 @@ class CompressionReport:
             "step_time_dense_s": m.seconds["dense"] if m else None,
             "step_time_pruned_s": m.seconds["pruned"] if m else None,
             "step_time_label": "measured",
-            "speedup_measured": m.speedup("pruned") if m else None,
+            # the median of the paired rounds' ratios and its interval (speedup_interval.py)
+            "speedup_measured": measured_speed.ratio if measured_speed else None,
+            "speedup_low": measured_speed.low if measured_speed else None,
+            "speedup_high": measured_speed.high if measured_speed else None,
+            "speedup_confidence": measured_speed.confidence if measured_speed else None,
+            "speedup_rounds": measured_speed.rounds if measured_speed else None,
+            # how sure the target's speed-up is at least the target (the one-sided level, as for the drop)
+            "speedup_clears_target": (
+                self.verdict.speed.sure_above(self.config.target_speedup) if self.verdict.speed else None
+            ),
+            "speed_aim": self.aim.to_dict() if self.aim else None,
             "speedup_target": self.verdict.speedup,
             "speedup_target_label": self.verdict.speedup_label,
             "accuracy_dense": self.dense_accuracy,
@@ -232,6 +264,7 @@ class CompressionReport:
             "chosen_kind": self.chosen_kind,
             "reason": self.verdict.reason,
             "exported": self.verdict.exported,
+            "saved_not_deployed": self.verdict.saved,
             "search": {
                 "episodes": len(self.evaluations),
                 "seconds": self.search_seconds,
@@ -354,19 +387,23 @@ def run_compression(
         finetune_steps=config.finetune_steps,
         timing_repeats=config.search_repeats,
         seed=config.seed,
+        decision=TimingBudget(config.deploy_repeats, config.max_timing_rounds, config.timing_seconds),
     )
+    aim = measure_aim(evaluator, config.deploy_repeats)
+    evaluator.aim = aim.aim
+    say(ev.AimMeasured(aim, config.target_speedup))
     tried: list[Evaluation] = []
 
     def episode_done(i: int, evaluation: Evaluation) -> None:
         tried.append(evaluation)
-        say(ev.EpisodeEvaluated(i, max(i, config.episodes), evaluation, best(tried, config.target_speedup)))
+        say(ev.EpisodeEvaluated(i, max(i, config.episodes), evaluation, best(tried, config.target_speedup, aim.aim)))
 
     env = CompressionEnv(layers, evaluator, max_sparsity=config.max_sparsity, on_episode=episode_done)
     say(ev.StageStarted("search", f"searching {config.episodes} episode(s) of {env.n_layers} layer(s) each (TD3)"))
     t0 = time.perf_counter()
     evaluations = run_search(env, config.episodes, seed=config.seed, stop=stop, budget_s=config.search_seconds)
     search_seconds = time.perf_counter() - t0
-    chosen = best(evaluations, config.target_speedup)
+    chosen = best(evaluations, config.target_speedup, aim.aim)
     if len(evaluations) < config.episodes:
         notes.append(f"{len(evaluations)} of {config.episodes} episodes ran: stopped on request")
 
@@ -428,29 +465,35 @@ def run_compression(
         assert tuned.right is not None  # deploy.tested scores every test sample
         drop = paired_drop(dense_right, tuned.right)
         say(ev.Tested(chosen_kind, tuned.accuracy, drop))
-        measured = remeasure(
-            dense,
-            {"pruned": tuned.pruned.model},
-            shape,
-            classes,
-            batch=timing_batch,
-            threads=threads,
-            repeats=config.deploy_repeats,
-            seed=config.seed,
-        )
+        # the deployed model against the dense one, on this machine: until the interval decides against the target
+        if target.is_described:
+            measured = remeasure(
+                dense,
+                {"pruned": tuned.pruned.model},
+                shape,
+                classes,
+                batch=timing_batch,
+                threads=threads,
+                repeats=config.deploy_repeats,
+                seed=config.seed,
+            )
+        else:
+            measured = evaluator.decided(tuned.pruned.model, config.target_speedup)
+        measured_speed = measured.interval("pruned")
         predicted = predicted_on(machines, dense, tuned.pruned.model, shape, classes, timing_batch)
         target_times = predicted[config.hardware] if target.is_described and config.hardware else measured
+        speed = target_times.interval("pruned")
+        say(ev.SpeedMeasured(chosen_kind, speed, config.target_speedup))
         verdict = judge(
             drop,
-            target_times.speedup("pruned"),
-            target_times.label,
+            speed,
             max_drop=config.max_accuracy_drop,
             target_speedup=config.target_speedup,
             rule=config.deploy_rule,
         )
-        if verdict.deployed and config.export:
-            mlpackage = target.is_apple and coremltools_installed()
-            if target.is_apple and not mlpackage:
+        if config.export:
+            mlpackage = verdict.deployed and target.is_apple and coremltools_installed()
+            if verdict.deployed and target.is_apple and not mlpackage:
                 notes.append("no .mlpackage: coremltools is not installed (pip install 'train-pilot[coreml]')")
             figures = {
                 "accuracy_dense": dense_test,
@@ -458,7 +501,9 @@ def run_compression(
                 **drop.to_dict(),
                 "deploy_rule": config.deploy_rule,
                 "chosen_kind": chosen_kind,
-                "speedup_measured": measured.speedup("pruned"),
+                **{k.replace("speedup", "speedup_measured", 1): v for k, v in measured_speed.to_dict().items()},
+                "deployed": verdict.deployed,
+                "reason": verdict.reason,
                 "step_time_dense_s": measured.seconds["dense"],
                 "step_time_pruned_s": measured.seconds["pruned"],
                 "target": target.to_dict(),
@@ -466,9 +511,15 @@ def run_compression(
                 "timing_batch": timing_batch,
             }
             document = plan_document(what.model_document, shape, classes, tuned, figures)
-            say(ev.StageStarted("export", "exporting the deployed model"))
             out = config.out or _default_out(what.name)
-            verdict = replace(verdict, exported=export(out, tuned, document, shape, mlpackage=mlpackage))
+            if verdict.deployed:
+                say(ev.StageStarted("export", "exporting the deployed model"))
+                verdict = replace(verdict, exported=export(out, tuned, document, shape, mlpackage=mlpackage))
+            else:  # the target was not met, but the user still gets the best model found, beside the deployment's place
+                saved = export(out + NOT_DEPLOYED_SUFFIX, tuned, document, shape, mlpackage=False)
+                where = Path(saved["plan"]).parent
+                why = f"{verdict.reason}; the best model found is saved in {where}"
+                verdict = replace(verdict, saved=saved, reason=why)
     report = CompressionReport(
         config=config,
         target=target,
@@ -495,6 +546,7 @@ def run_compression(
         notes=notes,
         chosen_kind=chosen_kind,
         resolution=resolved,
+        aim=aim,
         dense_model=dense,
         evaluator=evaluator,
         test_data=test,
@@ -510,18 +562,22 @@ BASELINE_KINDS = ("uniform", "l1-global")
 def _baselines_at_target(
     config: CompressConfig, evaluator: Evaluator, notes: list[str], say: Callable[[Any], None]
 ) -> list[Finalist]:
-    """Uniform and L1 pruning at the target speed (x SPEED_MARGIN, as every finalist must clear),
-    each a finalist not yet fine-tuned; a kind that cannot get that fast here is left out, with a note."""
-    threshold = config.target_speedup * SPEED_MARGIN
-    say(ev.StageStarted("deploy", f"finding uniform and L1 pruning at {threshold:.2f}x (bisection on their ratio)"))
+    """Uniform and L1 pruning at the target speed (a timing at the target x the aim, then an interval
+    whose lower end clears the target, as every finalist must), each a finalist not yet fine-tuned; a
+    kind that cannot get that fast here is left out, with a note."""
+    aimed = config.target_speedup * evaluator.aim
+    say(ev.StageStarted("deploy", f"finding uniform and L1 pruning at {aimed:.2f}x (bisection on their ratio)"))
     out = []
     for kind in BASELINE_KINDS:
-        found = at_target(kind, evaluator, threshold, repeats=config.deploy_repeats)
+        found = at_target(kind, evaluator, config.target_speedup, repeats=config.deploy_repeats)
         if found is None:
-            notes.append(f"{kind} pruning does not reach {threshold:.2f}x here even at the most pruning allowed")
+            notes.append(
+                f"{kind} pruning does not reach {aimed:.2f}x here, with its interval above {config.target_speedup:g}x,"
+                " even at the most pruning allowed"
+            )
             continue
-        model, speedup = found
-        out.append(Finalist(None, speedup, pruned=model, kind=kind))
+        model, interval = found
+        out.append(Finalist(None, interval.ratio, pruned=model, kind=kind, interval=interval))
     return out
 
 

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from trainpilot.compress.env import CompressionEnv
 from trainpilot.compress.evaluate import Evaluation
 
-# Measured speed-ups on a shared machine wobble by a few percent between runs: a configuration
-# chosen for deployment must clear the target by this factor in the search to still clear it when
-# measured again.
+# A search figure counts as fast enough when it clears the target by this factor unless the job
+# measured this machine's noise (speed_margin.py), which it does before every measured search.
 SPEED_MARGIN = 1.05
 # A search with time left may run past its episodes, up to this many times as many: on a cheap model
 # an episode costs well under a second (small_cnn / digits against wide_cnn / demo:
@@ -84,12 +83,12 @@ def run_search(
     return list(env.history)
 
 
-def best(evaluations: Sequence[Evaluation], target_speedup: float) -> Evaluation | None:
-    """The most accurate configuration that is fast enough (with the margin), ties to the faster;
-    when none is, the one with the highest reward."""
+def best(evaluations: Sequence[Evaluation], target_speedup: float, aim: float = SPEED_MARGIN) -> Evaluation | None:
+    """The most accurate configuration that is fast enough (at the target x `aim`), ties to the
+    faster; when none is, the one with the highest reward."""
     if not evaluations:
         return None
-    fast = [e for e in evaluations if e.speedup >= target_speedup * SPEED_MARGIN]
+    fast = [e for e in evaluations if e.speedup >= target_speedup * aim]
     if fast:
         return max(fast, key=lambda e: (e.accuracy, e.speedup))
     return max(evaluations, key=lambda e: e.reward.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import SimpleNamespace
 
 from trainpilot.compress.baselines import Row
 from trainpilot.compress.drop_interval import drop_interval
@@ -51,3 +52,28 @@ def test_a_case_level_with_a_baseline_on_average_is_not_counted_as_better(capsys
     out = capsys.readouterr().out.strip().splitlines()
     assert "agent below both 0, level 2, above 0" in out[1]
     assert out[-1] == "cases whose mean drop is below both baselines' means: 0/1"
+
+
+def test_the_table_puts_each_speed_up_interval_beside_its_drop_and_the_search_beside_the_deployment(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import compress
+
+    from trainpilot.compress.speedup_interval import speedup_interval
+
+    def steady(ratio: float):
+        return speedup_interval([1.0] * 21, [1.0 / (ratio * (0.95 + 0.005 * i)) for i in range(21)])
+
+    run = _run("small_cnn / digits", 0.37, 0.74, 0.0)
+    run.update(case="small_cnn / digits", threads=2, batch=512, dense_acc=0.98, dense_ms=6.8, agent_ms=4.4,
+               agent=Row("agent", 1.55, 0.98, run["agent"].drop, {"conv": 8}, steady(1.55)),
+               search_best=SimpleNamespace(speedup_text=lambda: "1.62x [1.41, 1.80]"), deploy_iv=steady(1.52),
+               deploy_x=1.52, aim=1.04, pred_m2=1.6, pred_4090=1.2, search_s=40.0, deployed=True, kept={"conv": 8},
+               kept_uniform={"conv": 8}, kept_l1={"conv": 8}, finalists=[], chosen_kept={"conv": 8}, test_n=270,
+               resolution=None, reason="deployed")
+    compress._table([run], argparse.Namespace(seeds=1, target_speedup=1.5, max_drop=1.0), 60.0)
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("small_cnn / digits  "))
+    agent, search, deploy = steady(1.55), "1.62 [1.41, 1.80]", steady(1.52)
+    assert f"{agent.ratio:.2f} [{agent.low:.2f}, {agent.high:.2f}]" in row and "+0.37 [" in row
+    assert row.index(search) < row.index(f"{deploy.ratio:.2f} [{deploy.low:.2f}, {deploy.high:.2f}]")
+    assert "deployed runs whose deployment measurement clears 1.5x: 1/1" in out

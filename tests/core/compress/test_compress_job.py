@@ -16,7 +16,7 @@ from trainpilot.errors import ConfigError, DatasetError
 from trainpilot.job.data import demo_dataset
 
 QUICK = dict(episodes=4, search_seconds=0.0, threads=1, batch_size=32, dense_epochs=3, finetune_steps=4, deploy_epochs=2,
-             search_repeats=3, deploy_repeats=5, predict_on=("apple-m2",))
+             search_repeats=3, deploy_repeats=6, predict_on=("apple-m2",))
 
 
 def test_a_short_search_reaches_a_small_target(demo_small) -> None:
@@ -74,7 +74,18 @@ def test_deployment_is_refused_when_the_speed_target_is_missed(demo_small, tmp_p
     report = run_compression(CompressConfig(model="small_cnn", dataset=demo_small, target_speedup=40.0, max_accuracy_drop=100.0,
                                             out=str(out), **{**QUICK, "episodes": 2}))
     assert not report.deployed and "below the target 40x" in report.verdict.reason
-    assert report.to_dict()["exported"] == {} and not out.exists() and not list(tmp_path.iterdir())
+    data = report.to_dict()
+    # nothing where a deployment goes; the best model found beside it, with the reason in its plan.json
+    assert data["exported"] == {} and not out.exists()
+    saved = tmp_path / "never-not-deployed"
+    assert data["saved_not_deployed"] == {"state_dict": str(saved / "model.pt"), "plan": str(saved / "plan.json")}
+    assert report.verdict.reason.endswith(f"; the best model found is saved in {saved}")
+    figures = json.loads((saved / "plan.json").read_text())["figures"]
+    assert figures["deployed"] is False and figures["reason"] == data["reason"].split("; the best model found")[0]
+    assert figures["speedup_measured_low"] <= figures["speedup_measured"] <= figures["speedup_measured_high"]
+    assert data["speedup_low"] <= data["speedup_measured"] <= data["speedup_high"] and data["speedup_rounds"] >= 6
+    assert data["speedup_clears_target"] < 0.5 and data["speed_aim"]["aim"] >= 1.0
+    load_exported(saved)  # the saved model loads as a deployed one would
 
 
 def test_a_baseline_that_wins_the_finalists_is_deployed_and_named(demo_small, monkeypatch) -> None:

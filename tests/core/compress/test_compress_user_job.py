@@ -16,7 +16,7 @@ from trainpilot.compress.user_job import compressible_job
 from trainpilot.errors import JobError, WorkloadError
 
 QUICK = dict(episodes=2, search_seconds=0.0, threads=1, batch_size=32, dense_epochs=2, finetune_steps=2,
-             deploy_epochs=0.5, search_repeats=3, deploy_repeats=3, finalists=1, predict_on=())
+             deploy_epochs=0.5, search_repeats=3, deploy_repeats=6, finalists=1, predict_on=())
 SHAPE = (1, 16, 16)
 
 

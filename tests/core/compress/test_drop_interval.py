@@ -7,6 +7,7 @@ import torch
 
 from trainpilot.compress.deploy import judge
 from trainpilot.compress.drop_interval import drop_interval, paired_drop, resolution
+from trainpilot.compress.speedup_interval import speedup_interval
 
 
 def predictions(lost: int, gained: int, both_right: int, both_wrong: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,21 +76,26 @@ def test_180_test_samples_do_not_resolve_a_2_point_drop() -> None:
     assert resolution(270, 0.0) is None  # one lost sample is over a 0-point limit: nothing to resolve
 
 
+def steady(ratio: float):
+    """A speed-up timed in 21 rounds that all gave `ratio`: its interval is the point."""
+    return speedup_interval([1.0] * 21, [1.0 / ratio] * 21)
+
+
 def test_the_point_rule_deploys_within_the_limit_and_says_how_sure() -> None:
     drop = drop_interval(6, 2, 270)  # 1.48 points, up to 3.74
-    verdict = judge(drop, 1.4, "measured", max_drop=2.0, target_speedup=1.3)
+    verdict = judge(drop, steady(1.4), max_drop=2.0, target_speedup=1.3)
     assert verdict.deployed and verdict.interval is drop and verdict.rule == "point"
     assert "95% interval -0.80 to 3.74: 68% sure it is within the limit" in verdict.reason
-    confident = judge(drop, 1.4, "measured", max_drop=2.0, target_speedup=1.3, rule="confident")
+    confident = judge(drop, steady(1.4), max_drop=2.0, target_speedup=1.3, rule="confident")
     assert not confident.deployed and "reaches above the allowed 2 points (--deploy-rule confident" in confident.reason
-    assert judge(drop, 1.4, "measured", max_drop=4.0, target_speedup=1.3, rule="confident").deployed
+    assert judge(drop, steady(1.4), max_drop=4.0, target_speedup=1.3, rule="confident").deployed
 
 
 def test_a_drop_over_the_limit_or_a_slow_model_is_refused_by_either_rule() -> None:
     drop = drop_interval(8, 0, 270)  # 2.96 points
     for rule in ("point", "confident"):
-        verdict = judge(drop, 1.2, "measured", max_drop=2.0, target_speedup=1.3, rule=rule)
+        verdict = judge(drop, steady(1.2), max_drop=2.0, target_speedup=1.3, rule=rule)
         assert not verdict.deployed and "accuracy drops 2.96 points (allowed 2; 95% interval" in verdict.reason
-        assert "speed-up 1.20x is below the target 1.3x" in verdict.reason
+        assert "speed-up 1.20x (95% interval 1.20 to 1.20x over 21 rounds; 0% sure it clears 1.3x) is below the target 1.3x" in verdict.reason
     with pytest.raises(ValueError, match="unknown deployment rule"):
-        judge(drop, 1.4, "measured", max_drop=2.0, target_speedup=1.3, rule="hopeful")
+        judge(drop, steady(1.4), max_drop=2.0, target_speedup=1.3, rule="hopeful")
