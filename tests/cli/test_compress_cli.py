@@ -67,14 +67,20 @@ def test_not_deployed_prints_json_and_exits_1(data_dir, tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     for key in ("layers", "step_time_dense_s", "step_time_pruned_s", "speedup_measured", "accuracy_dense", "accuracy_pruned",
                 "accuracy_drop", "accuracy_drop_low", "accuracy_drop_high", "accuracy_drop_within_limit", "test_samples_lost",
-                "test_samples_gained", "resolution", "deploy_rule", "chosen_kind", "deployed", "predicted", "reason", "target"):
+                "test_samples_gained", "resolution", "deploy_rule", "chosen_kind", "deployed", "predicted", "reason", "target",
+                "speedup_low", "speedup_high", "speedup_rounds", "speedup_clears_target", "speed_aim", "saved_not_deployed"):
         assert key in data, key
     assert data["accuracy_drop_low"] <= data["accuracy_drop"] <= data["accuracy_drop_high"] and data["deploy_rule"] == "point"
     assert data["deployed"] is False and data["target"]["cycles"] == "measured"
     assert set(data["predicted"]) == {"apple-m2", "linux-cuda-rtx4090"}
     assert all(p["label"] == "predicted" for p in data["predicted"].values())
     assert all("sparsity" in l and "kept_channels" in l for l in data["layers"])
-    assert "below the target 50x" in _error_line(result) and not out.exists()
+    assert data["speedup_low"] <= data["speedup_measured"] <= data["speedup_high"] and data["speedup_rounds"] >= 21
+    line = _error_line(result)
+    # how far from the target and how sure, and where the best model found was saved instead
+    assert "95% interval" in line and "0% sure it clears 50x) is below the target 50x" in line and "% short)" in line
+    assert not out.exists() and line.endswith(f"the best model found is saved in {tmp_path / 'out-not-deployed'}")
+    assert set(data["saved_not_deployed"]) == {"state_dict", "plan"} and (tmp_path / "out-not-deployed" / "model.pt").exists()
 
 
 def test_progress_says_the_split_is_too_small_before_searching_and_the_drop_with_its_interval(data_dir, tmp_path: Path) -> None:
@@ -86,6 +92,11 @@ def test_progress_says_the_split_is_too_small_before_searching_and_the_drop_with
     assert flat.index("too small to resolve a 1-point drop: on 60 test samples") < flat.index("episode")
     tested = flat[flat.index("tested agent: test"):]
     assert tested.index("95% interval") < tested.index("gained of 60)") < tested.index("error:")
+    # the aim past the noise before the search, every episode's speed-up with its interval, the deployed model's
+    assert flat.index("aim aiming at") < flat.index("episode 1/2") and "times" in flat and "the dense model against itself" in flat
+    assert flat[flat.index("episode 1/2"):].split("validation")[0].count("[") == 1
+    measured = flat[flat.index("measured agent: measured speed-up"):]
+    assert "95% interval" in measured.split("error:")[0] and "sure it clears 1.05x" in measured
     # 60 samples cannot bring a drop's upper end under 1 point: the confident rule never deploys here
     assert result.exit_code == 1 and not (tmp_path / "out").exists()
     assert "95% interval" in flat[flat.index("error:"):]

@@ -22,7 +22,7 @@ def dataset():  # type: ignore[no-untyped-def]
 
 def tiny(dataset, **kw):  # type: ignore[no-untyped-def]
     base = dict(model="small_cnn", dataset=dataset, episodes=3, search_seconds=0.0, threads=1, batch_size=32, dense_epochs=2, finetune_steps=2,
-                deploy_epochs=0.5, search_repeats=2, deploy_repeats=3, target_speedup=1.1, max_accuracy_drop=100.0,
+                deploy_epochs=0.5, search_repeats=2, deploy_repeats=6, target_speedup=1.1, max_accuracy_drop=100.0,
                 export=False, predict_on=("apple-m2",))
     base.update(kw)
     return CompressConfig(**base)
@@ -45,6 +45,7 @@ async def test_the_view_follows_a_real_job_at_80x24(dataset) -> None:  # type: i
         data = view.report.to_dict()
         assert f"[{data['accuracy_drop_low']:.2f}, {data['accuracy_drop_high']:.2f}] 95%" in verdict
         assert f"{data['chosen_kind']}, point rule" in verdict
+        assert f"measured {data['speedup_measured']:.2f}x [{data['speedup_low']:.2f}, {data['speedup_high']:.2f}] 95%" in verdict
         notice = view.query_one("#notice")
         assert notice.display and "too small to resolve a 5-point drop: on 60 test samples" in str(notice.render())
         assert "accuracy vs measured speed-up (3 tried)" in str(chart.render())

@@ -32,6 +32,18 @@ class CompressionNoticed(CompressionMessage):
     event: ev.Notice
 
 
+class SpeedAimMeasured(CompressionMessage):
+    """How far past the target the search aims: this machine's timing noise."""
+
+    event: ev.AimMeasured
+
+
+class DeploymentSpeedMeasured(CompressionMessage):
+    """The chosen configuration's speed-up with its interval."""
+
+    event: ev.SpeedMeasured
+
+
 class DeploymentTested(CompressionMessage):
     event: ev.Tested
 
@@ -53,6 +65,8 @@ _BY_EVENT = {
     ev.DenseTrained: DenseModelTrained,
     ev.EpisodeEvaluated: CompressionEpisodeEvaluated,
     ev.Notice: CompressionNoticed,
+    ev.AimMeasured: SpeedAimMeasured,
+    ev.SpeedMeasured: DeploymentSpeedMeasured,
     ev.Tested: DeploymentTested,
     ev.CompressionFinished: CompressionFinished,
 }

@@ -39,7 +39,8 @@ def compress_command(
     deploy_epochs: Optional[float] = typer.Option(None, "--deploy-epochs", help="Epochs of fine-tuning for the deployed model and the baselines. Default: half the dense model's steps."),
     finalists: int = typer.Option(3, "--finalists", help="At least this many of the search's best configurations get the deployment fine-tune (more while that costs less than the search did); the one with the lowest validation loss is deployed."),
     baseline_finalists: bool = typer.Option(True, "--baseline-finalists/--no-baseline-finalists", help="Uniform pruning and L1-magnitude pruning at the target speed join the finalists and get the same fine-tune, so the model deployed is the best on validation of everything found; the report says which kind won."),
-    deploy_rule: str = typer.Option("point", "--deploy-rule", help="How the test split's accuracy drop is read. point: deploy when the measured drop is within --max-accuracy-drop, and say how sure that is. confident: deploy only when the upper end of the drop's 95% paired interval is within it (on a small test split, rarely)."),
+    deploy_rule: str = typer.Option("point", "--deploy-rule", help="How the accuracy drop and the speed-up are read. point: deploy when the measured drop is within --max-accuracy-drop and the measured speed-up clears --target-speedup, and say how sure each is. confident: deploy only when the upper end of the drop's 95% paired interval is within it and the lower end of the speed-up's 95% interval clears the target (on a small test split, rarely)."),
+    timing_seconds: float = typer.Option(5.0, "--timing-seconds", help="Seconds one speed-up decision (a growth step, a baseline's confirmation, the deployed model) may spend timing more rounds, past the first 21, until the speed-up's 95% interval lies on one side of the target."),
     free_channels: bool = typer.Option(True, "--free-channels/--no-free-channels", help="Before its fine-tune, give each finalist back the channels the target does not charge for: per layer, the most that keep the measured speed-up at the target (step time falls in steps, not channel by channel)."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Learnable layers for a zoo model (default per model)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Export directory for the deployed model (must not exist; default: TrainPilot's data directory/compressed/)."),
@@ -63,7 +64,7 @@ def compress_command(
         model={"name": name, "layers": layers} if layers else name, dataset=dataset, job=job,
         target_speedup=target_speedup, max_accuracy_drop=max_accuracy_drop, hardware=hardware, episodes=episodes, search_seconds=search_seconds,
         threads=threads, batch_size=batch_size, timing_batch=timing_batch, dense_epochs=dense_epochs, finetune_steps=finetune_steps, deploy_epochs=deploy_epochs,
-        finalists=finalists, free_channels=free_channels, baseline_finalists=baseline_finalists, deploy_rule=deploy_rule,
+        finalists=finalists, free_channels=free_channels, baseline_finalists=baseline_finalists, deploy_rule=deploy_rule, timing_seconds=timing_seconds,
         out=out, seed=seed,
     )
     problems = config.problems()
@@ -99,13 +100,17 @@ class _Progress:
             self.console.print(f"[bold]    dense[/] validation {event.val_accuracy:.1%}, test {event.test_accuracy:.1%} in {event.seconds:.1f}s; threads: {event.threads} ({event.threads_reason})")
         elif isinstance(event, ev.Notice):
             self.console.print(f"[yellow]note:[/] {event.text}", highlight=False)
+        elif isinstance(event, ev.AimMeasured):
+            self.console.print(f"[bold]      aim[/] {event.text()}", highlight=False)
+        elif isinstance(event, ev.SpeedMeasured):
+            self.console.print(f"[bold] measured[/] {event.text()}", highlight=False)
         elif isinstance(event, ev.Tested):
             self.console.print(f"[bold]   tested[/] {event.kind}: test {event.accuracy:.1%}, drop {event.drop.text()}", highlight=False)
         elif isinstance(event, ev.EpisodeEvaluated):
             e = event.evaluation
             kept = " ".join(str(v) for v in e.kept.values())
-            best = f"; best so far {event.best.speedup:.2f}x at {event.best.accuracy:.1%}" if event.best is not None else ""
-            self.console.print(f"  episode {event.episode:>3}/{event.episodes}: channels {kept}, {e.cycles} speed-up {e.speedup:.2f}x,"
+            best = f"; best so far {event.best.speedup_text()} at {event.best.accuracy:.1%}" if event.best is not None else ""
+            self.console.print(f"  episode {event.episode:>3}/{event.episodes}: channels {kept}, {e.cycles} speed-up {e.speedup_text()},"
                                f" validation {e.accuracy:.1%}, reward {e.reward.value:+.2f}{best}")
 
 
@@ -123,7 +128,8 @@ def _print_summary(result: dict[str, Any]) -> None:
     console.print(table)
     if result["step_time_dense_s"] is not None:
         console.print(f"step time (measured, {result['threads']} threads, batch {result['timing_batch']}): dense {result['step_time_dense_s'] * 1e3:.2f} ms,"
-                      f" pruned {result['step_time_pruned_s'] * 1e3:.2f} ms -> {result['speedup_measured']:.2f}x measured")
+                      f" pruned {result['step_time_pruned_s'] * 1e3:.2f} ms -> {result['speedup_measured']:.2f}x measured"
+                      f" ({result['speedup_confidence']:.0%} interval {result['speedup_low']:.2f} to {result['speedup_high']:.2f}x over {result['speedup_rounds']} rounds)")
     for name, p in result["predicted"].items():
         console.print(f"  {name}: {p['speedup']:.2f}x predicted ({p['where']})")
     if result["accuracy_pruned"] is not None:
@@ -134,5 +140,5 @@ def _print_summary(result: dict[str, Any]) -> None:
     console.print(result["reason"])
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {note}")
-    for path in result["exported"].values():
+    for path in [*result["exported"].values(), *result["saved_not_deployed"].values()]:
         console.print(f"  wrote {path}")

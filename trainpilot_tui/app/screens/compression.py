@@ -97,6 +97,12 @@ class CompressionScreen(Screen[None]):
         notice.update(f"[b]note[/b]: {message.event.text}")
         notice.add_class("shown")
 
+    def on_speed_aim_measured(self, message: cm.SpeedAimMeasured) -> None:
+        self._status(f"[b]aim[/b] {message.event.text()}")
+
+    def on_deployment_speed_measured(self, message: cm.DeploymentSpeedMeasured) -> None:
+        self._status(f"[b]measured[/b] {message.event.text()}")
+
     def on_deployment_tested(self, message: cm.DeploymentTested) -> None:
         e = message.event
         self._status(f"[b]tested[/b] {e.kind}: test {e.accuracy:.1%}, drop {e.drop.text()}")
@@ -109,9 +115,9 @@ class CompressionScreen(Screen[None]):
         chart.best = (shown.speedup, shown.accuracy) if e.best is not None else None
         self.query_one(SparsityBars).title = "best so far, sparsity per layer" if e.best is not None else "sparsity per layer"
         self.query_one(SparsityBars).rows = tuple(LayerBar(l.name, l.kind, l.out_channels, shown.kept.get(l.name, l.out_channels)) for l in self.prunable)
-        best = f" | best {e.best.speedup:.2f}x at {e.best.accuracy:.1%}" if e.best is not None else ""
+        best = f" | best {e.best.speedup_text()} at {e.best.accuracy:.1%}" if e.best is not None else ""
         self._status(f"[b]episode {e.episode}/{e.episodes}[/b] reward {evaluation.reward.value:+.2f},"
-                     f" {evaluation.speedup:.2f}x {evaluation.cycles}, validation {evaluation.accuracy:.1%}{best}")
+                     f" {evaluation.speedup_text()} {evaluation.cycles}, validation {evaluation.accuracy:.1%}{best}")
 
     def on_compression_finished(self, message: cm.CompressionFinished) -> None:
         self.report = report = message.event.report
@@ -122,7 +128,8 @@ class CompressionScreen(Screen[None]):
             self.query_one(SparsityBars).rows = tuple(LayerBar(l.name, l.kind, l.out_channels, kept[l.name]) for l in report.layers)
         lines = [f"[b]{'deployed' if report.deployed else 'not deployed'}[/b]: {data['reason'].split(': ', 1)[-1]}"]
         if data["speedup_measured"] is not None:
-            lines.append(f"measured {data['speedup_measured']:.2f}x ({data['step_time_dense_s'] * 1e3:.1f} -> {data['step_time_pruned_s'] * 1e3:.1f} ms),"
+            lines.append(f"measured {data['speedup_measured']:.2f}x [{data['speedup_low']:.2f}, {data['speedup_high']:.2f}]"
+                         f" {data['speedup_confidence']:.0%} ({data['step_time_dense_s'] * 1e3:.1f} -> {data['step_time_pruned_s'] * 1e3:.1f} ms),"
                          f" test accuracy {data['accuracy_dense']:.1%} -> {data['accuracy_pruned']:.1%}")
             lines.append(f"drop {data['accuracy_drop']:.2f} pt [{data['accuracy_drop_low']:.2f}, {data['accuracy_drop_high']:.2f}]"
                          f" {data['accuracy_drop_confidence']:.0%}, {data['test_samples_lost']} lost / {data['test_samples_gained']} gained"
