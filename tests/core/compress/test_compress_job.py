@@ -33,7 +33,12 @@ def test_a_short_search_reaches_a_small_target(demo_small) -> None:
     chosen = max(tuned, key=lambda f: (-f.val_loss, f.val_accuracy))  # on validation, searched or baseline
     assert report.chosen is chosen.evaluation and report.tuned.pruned is chosen.pruned
     assert report.chosen_kind == chosen.kind == data["chosen_kind"] and data["deploy_rule"] == "point"
-    assert {f["kind"] for f in data["search"]["finalists"]} >= {"agent", "uniform", "l1-global"} - {chosen.kind}
+    # the search's own configurations are finalists only where one cleared the target times the
+    # aim past this machine's timing noise (finalists.shortlist); the baselines always are
+    aim = (data["speed_aim"] or {"aim": 1.0})["aim"]
+    searched_fast = any(e.speedup >= 1.15 * aim for e in report.evaluations)
+    expected = {"uniform", "l1-global"} | ({"agent"} if searched_fast else set())
+    assert {f["kind"] for f in data["search"]["finalists"]} >= expected - {chosen.kind}
     assert len(data["search"]["finalists"]) == len(report.finalists)
     if chosen.kind == "agent":
         assert report.chosen is not None and report.chosen.reward.speed_met and report.chosen.cycles == "measured"
