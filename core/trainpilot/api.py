@@ -13,7 +13,6 @@ checkpoints and resume, the history it learns from, fallback, overrides from ano
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,18 +329,14 @@ def _fit_on_ranks(config: Any, nproc: int, shares: str, timeout: float, the_job:
     and the model the run's last checkpoint holds, loaded into the job's own model."""
     from dataclasses import replace
 
-    from trainpilot.parallel.launch import launch_local
-    from trainpilot.parallel.launch_cost import learn_from_launch
+    from trainpilot.parallel.launch_cost import learning_launch
     from trainpilot.run.config import new_run_id
     from trainpilot.run.rank_run import launch_args
 
     config = replace(config, run_id=config.run_id or new_run_id())  # every rank the same id (rank 0's)
-    started = time.perf_counter()
-    outcome = launch_local(nproc, launch_args(config, shares, timeout), shutdown_timeout_s=timeout)
+    outcome = learning_launch(nproc, launch_args(config, shares, timeout), shutdown_timeout_s=timeout)
     report = outcome.leader.report or {}
     result = report.get("result")
-    if outcome.ok:  # what this launch cost beyond training, for the next prediction
-        learn_from_launch(nproc, time.perf_counter() - started, result)
     if not isinstance(result, dict):
         status = "interrupted" if report.get("status") == "interrupted" else "failed"
         message = str(report.get("message") or outcome.failure_message())

@@ -26,18 +26,10 @@ def child_args(options: dict[str, Any]) -> list[str]:
 
 
 def run_local_ranks(nproc: int, options: dict[str, Any], *, as_json: bool, timeout_s: float) -> NoReturn:
-    import time
+    from trainpilot.parallel.launch_cost import learning_launch
 
-    from trainpilot.parallel.launch import launch_local
-    from trainpilot.parallel.launch_cost import learn_from_launch
-
-    started = time.perf_counter()
-    outcome = launch_local(nproc, child_args(options), shutdown_timeout_s=timeout_s)
-    launch_s = time.perf_counter() - started
+    outcome = learning_launch(nproc, child_args(options), shutdown_timeout_s=timeout_s)
     lead = outcome.leader.report or {}
-    result = lead.get("result")
-    if outcome.ok:  # what this launch cost beyond training, for the next prediction (launch_cost.py)
-        learn_from_launch(nproc, launch_s, result)
     if as_json and lead.get("result") is not None:
         print_json(lead["result"])
     if outcome.ok:

@@ -81,6 +81,18 @@ def launch_base(launch_s: float, actual_s: float, prepare_s: float = 0.0) -> flo
     return launch_s - actual_s - prepare_s
 
 
+def learning_launch(nproc: int, args: list[str], *, shutdown_timeout_s: float) -> Any:
+    """`parallel.launch.launch_local`, timed: a successful launch notes its wall time in rank 0's
+    result and records what it cost for the next prediction (the CLI's `--nproc` and `fit` alike)."""
+    from trainpilot.parallel.launch import launch_local
+
+    started = time.perf_counter()
+    outcome = launch_local(nproc, args, shutdown_timeout_s=shutdown_timeout_s)
+    if outcome.ok:
+        learn_from_launch(nproc, time.perf_counter() - started, (outcome.leader.report or {}).get("result"))
+    return outcome
+
+
 def learn_from_launch(nproc: int, launch_s: float, result: Any, home: str | Path | None = None) -> None:
     """After a successful launch: note its wall time in the result's `distributed` block and record
     its base for the next prediction. A result without the figures (a failed rank) teaches nothing."""

@@ -91,7 +91,7 @@ class RankStrategy(RunStrategy):
         # no single-process prediction weighs a rank's layout or precision: what the options ask
         # for explicitly (a precision the device lacks is refused there), else PyTorch's defaults
         rank_plan = with_settings(rank_plan, config, profile, ())
-        rank_plan = self._with_loader_workers(rank_plan, config, agent, profile, decision)
+        rank_plan = self._with_loader_workers(rank_plan, agent, profile, decision)
         if rank_plan.precision == "fp16":  # DDP's backward here runs without a loss scaler
             raise ConfigError("--precision fp16 with --nproc: ranks train without a loss scaler; use bf16 or fp32")
         plan = ddp_plan(rank_plan, self.group.world_size)
@@ -102,9 +102,7 @@ class RankStrategy(RunStrategy):
             f" (this is rank {self.group.rank})",
         )
 
-    def _with_loader_workers(
-        self, rank_plan: Plan, config: SessionConfig, agent: Any, profile: Any, decision: Any
-    ) -> Plan:
+    def _with_loader_workers(self, rank_plan: Plan, agent: Any, profile: Any, decision: Any) -> Plan:
         """A Dataset job's loader workers for this rank, on its own cores (loader_plans.py); the
         other ranks of this machine are the load it predicts them next to."""
         from trainpilot.agent.loader_plans import rank_loader_workers
