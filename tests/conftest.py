@@ -11,3 +11,13 @@ def trainpilot_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("TRAINPILOT_HOME", str(home))
     monkeypatch.setenv("TRAINPILOT_AUTO_CALIBRATE", "0")
     return home
+
+
+@pytest.fixture
+def threads_kept():
+    """A test whose code sets torch's threads in this process (choose() does): the others get theirs back."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)

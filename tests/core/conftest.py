@@ -21,3 +21,11 @@ def calibrated_model(tmp_path):
     model = CostModel.open(tmp_path, hardware=hw)
     model._store(replace(calibration_for_target(box), machine_id=hw.machine_id, described=None))
     return model
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch, calibrated_model):
+    """A TRAINPILOT_HOME with a calibration (calibrated_model stores it in tmp_path): no first-sight calibration."""
+    monkeypatch.setenv("TRAINPILOT_HOME", str(tmp_path))
+    return tmp_path
+

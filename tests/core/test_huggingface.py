@@ -21,19 +21,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch, calibrated_model):
-    """A TRAINPILOT_HOME with a calibration (calibrated_model stores it in tmp_path): no first-sight calibration."""
-    monkeypatch.setenv("TRAINPILOT_HOME", str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture(autouse=True)
-def threads_kept():
-    """choose() sets torch's threads in this process: the other tests get theirs back."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("threads_kept")
 
 
 def tiny_bert(cls=None, **config):

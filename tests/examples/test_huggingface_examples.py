@@ -4,57 +4,17 @@ plain Job trained on the loss it returns. Both land in the history."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from dataclasses import replace
-from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from .conftest import EXAMPLES, load_example
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-
-@pytest.fixture(autouse=True)
-def calibrated_home(trainpilot_home: Path) -> Path:
-    """A calibration derived from a written description of this machine (as test_examples.py does)."""
-    from trainpilot.backends import probe
-    from trainpilot.machine.target_profiles import TargetBackend, TargetMachine
-    from trainpilot.predict.calibration import save_calibration
-    from trainpilot.predict.derive import calibration_for_target
-
-    hw = probe(include_backends=False)
-    box = TargetMachine(
-        "test box", "tests", ("tests",), "Linux", "x86_64", hw.logical_cpus, hw.logical_cpus, 8 * 2**30, 40e9,
-        {"cpu": TargetBackend(80e9, 20e9, "fp32")},
-    )  # fmt: skip
-    calibration = replace(calibration_for_target(box), machine_id=hw.machine_id, described=None)
-    save_calibration(calibration, trainpilot_home / "calibration")
-    return trainpilot_home
-
-
-@pytest.fixture(autouse=True)
-def threads_kept():
-    import torch
-
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-
-
-def load(name: str) -> ModuleType:
-    module_name = f"trainpilot_example_{name}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
+pytestmark = pytest.mark.usefixtures("threads_kept")
 
 
 def history():
@@ -66,7 +26,7 @@ def history():
 
 
 def test_the_trainer_example_runs_small(tmp_path, capsys):
-    metrics = load("huggingface_trainer").main(["--small"])
+    metrics = load_example("huggingface_trainer").main(["--small"])
     out = capsys.readouterr().out
     assert "plan: cpu" in out and "status: success" in out
     assert math.isfinite(metrics["eval_loss"]) and 0.0 <= metrics["eval_accuracy"] <= 1.0
@@ -78,7 +38,7 @@ def test_the_job_example_runs_small(capsys):
     import trainpilot
     from trainpilot.job.job_file import load_job
 
-    result = load("huggingface_job").main(["--small"])
+    result = load_example("huggingface_job").main(["--small"])
     out = result.to_dict()
     assert result.status == "success", result.message
     assert math.isfinite(out["loss"]) and math.isfinite(out["val_accuracy"])
