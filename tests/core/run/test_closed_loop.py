@@ -253,7 +253,9 @@ class MisrankingEstimate:
         return prediction
 
 
-def test_a_near_tie_is_settled_on_the_runs_own_steps_and_the_slower_plan_dropped():
+def near_tie_trial():
+    """One run that starts on the misranked 1-thread plan, stopped as soon as the agent's trial on
+    the run's own steps has given its verdict."""
     from trainpilot.agent.orchestrator import Agent
 
     agent = Agent(predictor=MisrankingEstimate(CORES))
@@ -265,12 +267,22 @@ def test_a_near_tie_is_settled_on_the_runs_own_steps_and_the_slower_plan_dropped
         seen.append(event)
         if isinstance(event, ev.AgentStepped) and event.data.get("decided") is not None:
             session.request_stop("test saw the verdict")
+    verdicts = [e for e in seen if isinstance(e, ev.AgentStepped) and e.data.get("decided") is not None]
+    return seen, (verdicts[0] if verdicts else None)
+
+
+def test_a_near_tie_is_settled_on_the_runs_own_steps_and_the_slower_plan_dropped():
+    # A stall from elsewhere during the trial's few block pairs (a fresh-clone CI run measured
+    # every thread 12x slower, +/-64 %) decides it the wrong way: a second run settles that, as the
+    # busy-core test's does; both failing is a failure, with the trace.
+    for _attempt in range(2):
+        seen, verdict = near_tie_trial()
+        if verdict is not None and verdict.data["decided"] and verdict.data["ratio"] < 1.0:
+            break
     first = next(e for e in seen if isinstance(e, ev.BackendChosen))
     assert first.plan.threads == 1, "the misranking estimate makes the agent choose 1 thread"
-    verdicts = [e for e in seen if isinstance(e, ev.AgentStepped) and e.data.get("decided") is not None]
     trace = "\n".join(describe(e) for e in seen if isinstance(e, (ev.AgentStepped, ev.BackendChosen)))
-    assert verdicts, trace
-    verdict = verdicts[0]
+    assert verdict is not None, trace
     # large_dense steps ~1.3-1.6x faster on every thread of an idle 2-core machine: measured, not predicted
     assert verdict.data["decided"] and verdict.data["ratio"] < 1.0, trace
     moves = replans(seen, "verify")
