@@ -238,16 +238,16 @@ def _starts(
     evaluator: Any, start: PrunedModel, finalist: Finalist, target_speedup: float, free_channels: bool
 ) -> list[tuple[PrunedModel, float, SpeedupInterval | None]]:
     """What a finalist is fine-tuned as: itself, or grown (grow.py: every growth step's interval must
-    clear the target). Measured, also the growth of its configuration cut to the channel grid below,
-    when that grows into more than the cut took."""
+    clear the target, and its point the target x the aim). Measured, also the growth of its
+    configuration cut to the channel grid below, when that grows into more than the cut took."""
     itself = (start, finalist.speedup, finalist.interval)
     if not free_channels:
         return [itself]
-    grown = grow(evaluator, start, threshold=target_speedup)
+    grown = grow(evaluator, start, threshold=target_speedup, aim=evaluator.aim)
     out = [(grown.pruned, grown.speedup, grown.interval) if grown.speedup is not None else itself]
     seed = None if evaluator.target.is_described else aligned_down(evaluator, start)
     if seed is not None:
-        regrown = grow(evaluator, seed, threshold=target_speedup)
+        regrown = grow(evaluator, seed, threshold=target_speedup, aim=evaluator.aim)
         if regrown.speedup is not None:
             out.append((regrown.pruned, regrown.speedup, regrown.interval))
     return out

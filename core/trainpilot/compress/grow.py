@@ -9,10 +9,12 @@ its 100-step fine-tunes rank configurations far more coarsely than a few channel
 accuracy. So, before a finalist gets its deployment fine-tune, each prunable layer in turn takes
 back the most channels that keep the *measured* speed-up at or above the threshold at the lower end
 of its interval (the dense and the candidate model timed side by side in rounds until the interval
-decides, speedup_repeats.py; which counts are probed, below): the same cycles target,
-more capacity. On small_cnn / digits the grown 8/16 has a lower validation loss than 8/11 after the
-same fine-tune (benchmarks/compress_resolution.py; measured:
-docs/measurements.md#cited-in-the-code-compression).
+decides, speedup_repeats.py; which counts are probed, below) and its point at or above the threshold
+times the aim (speed_margin.py): the same cycles target, more capacity. Growth that spent the aim
+too would hand deployment a model at the target's edge, which a measurement minutes later, on a
+machine that changed between the two, lands below (docs/compression.md#with-the-interval).
+On small_cnn / digits the grown 8/16 has a lower validation loss than 8/11 after the same
+fine-tune (benchmarks/compress_resolution.py; measured: docs/measurements.md#cited-in-the-code-compression).
 
 On this machine the blocks also make step time *not monotone* in the channel count: measured
 (small_cnn on the 28x28 demo set, batch 64, 2 threads, 24 configurations interleaved with the
@@ -51,10 +53,11 @@ class Grown:
     interval: SpeedupInterval | None = None  # the confirming measurement's interval; None when unchanged
 
 
-def grow(evaluator: Any, start: PrunedModel, *, threshold: float) -> Grown:
+def grow(evaluator: Any, start: PrunedModel, *, threshold: float, aim: float = 1.0) -> Grown:
     """The configuration `start` with each prunable layer (in network order) given back the most
     output channels whose model's speed-up over the dense one stays >= `threshold` at the lower end
-    of its interval (evaluator.decided: timed until the interval decides, or predicted, exact).
+    of its interval (evaluator.decided: timed until the interval decides, or predicted, exact) and
+    >= `threshold` x `aim` at its point: the search's margin past the noise is kept, not spent.
     `evaluator` supplies the dense model, the pruning (`prune`) and the cycles."""
     full = _full(evaluator)
     kept = dict(start.kept)
@@ -66,7 +69,7 @@ def grow(evaluator: Any, start: PrunedModel, *, threshold: float) -> Grown:
             for count in grid_above(kept[name], full[name]):
                 candidate = evaluator.prune(sparsity_for({**kept, name: count}, full))
                 probes += 1
-                if _clears(evaluator, candidate, threshold):
+                if _clears(evaluator, candidate, threshold, aim):
                     kept[name], best = count, candidate
                     break
             continue
@@ -75,7 +78,7 @@ def grow(evaluator: Any, start: PrunedModel, *, threshold: float) -> Grown:
             mid = (lo + hi + 1) // 2
             candidate = evaluator.prune(sparsity_for({**kept, name: mid}, full))
             probes += 1
-            if _clears(evaluator, candidate, threshold):
+            if _clears(evaluator, candidate, threshold, aim):
                 lo, best = mid, candidate
             else:
                 hi = mid - 1
@@ -86,7 +89,7 @@ def grow(evaluator: Any, start: PrunedModel, *, threshold: float) -> Grown:
     # measurement confirms it: of the many probes, the accepted one is the most likely to have been lucky.
     confirmed = _interval(evaluator, best, threshold)
     probes += 1
-    if confirmed.low < threshold:
+    if not _keeps(confirmed, threshold, aim):
         return Grown(start, None, probes)
     return Grown(best, confirmed.ratio, probes, confirmed)
 
@@ -123,7 +126,12 @@ def _interval(evaluator: Any, candidate: PrunedModel, threshold: float) -> Speed
     return evaluator.decided(candidate.model, threshold).interval("pruned")
 
 
-def _clears(evaluator: Any, candidate: PrunedModel, threshold: float) -> bool:
-    """Whether the candidate's speed-up clears `threshold` at its interval's lower end: a growth step
-    that might fall below the target is refused (an exact prediction's lower end is its value)."""
-    return _interval(evaluator, candidate, threshold).low >= threshold
+def _clears(evaluator: Any, candidate: PrunedModel, threshold: float, aim: float) -> bool:
+    """Whether the candidate's speed-up clears `threshold` at its interval's lower end and the aim at
+    its point: a growth step that might fall below the target, or that would spend the margin the
+    search aimed with, is refused (an exact prediction's lower end and point are its value)."""
+    return _keeps(_interval(evaluator, candidate, threshold), threshold, aim)
+
+
+def _keeps(interval: SpeedupInterval, threshold: float, aim: float) -> bool:
+    return interval.low >= threshold and interval.ratio >= threshold * aim

@@ -144,8 +144,9 @@ def test_finalists_are_fine_tuned_as_grown_and_one_grown_configuration_once(worl
                           (8, 16): dict(val=0.95, loss=0.1), (5, 10): dict(val=0.93, loss=0.2)})
     into = {(7, 14): (8, 16), (6, 12): (8, 16), (4, 8): (5, 10)}
 
-    def grow(evaluator, start, *, threshold):
+    def grow(evaluator, start, *, threshold, aim):
         assert threshold == pytest.approx(1.5)  # the target itself: each growth step's interval carries the noise
+        assert aim == evaluator.aim  # ... and its point keeps the search's margin past the noise
         k = into.get(start.model.kept)
         if k is None:  # the starts cut to the channel grid (7/8, 6/8) take nothing back here
             return Grown(start, None, 1)
@@ -173,7 +174,7 @@ def test_a_configuration_cut_to_the_channel_grid_that_grows_into_more_is_a_final
     world.figures.update({(9, 13): dict(speedup=1.60, val=0.90, loss=0.3), (8, 24): dict(val=0.93, loss=0.2)})
     seen: list[tuple[int, ...]] = []
 
-    def grow(evaluator, start, *, threshold):
+    def grow(evaluator, start, *, threshold, aim):
         seen.append(start.model.kept)
         if start.model.kept == (8, 8):
             return Grown(PrunedModel(Tagged((8, 24)), {}, {"a": 8, "b": 24}), 1.62, 4)

@@ -141,6 +141,15 @@ def test_a_growth_step_whose_interval_reaches_below_the_threshold_is_refused():
     assert grown.interval is not None and grown.interval.low >= 1.5 and grown.interval.ratio == pytest.approx(2.0)
 
 
+def test_growth_keeps_the_aim_the_search_found_past_the_noise():
+    """Noiseless, 16/16 steps at 1.5x and clears a 1.5x target; aiming 1.2x past it (1.8x), growth
+    stops where the point still clears 1.8x: the search's margin is not spent on channels."""
+    machine = StepFunctionMachine()
+    grown = grow(machine, start(machine, 5, 11), threshold=1.5, aim=1.2)
+    assert grown.pruned.kept == {"a": 8, "b": 16}  # 1 + 2 blocks: 2.0x; one more block would be 1.5x
+    assert grown.speedup == pytest.approx(2.0)
+
+
 def test_real_measurement_never_gives_fewer_channels(evaluator):
     """On this machine, measured: the grown small_cnn keeps at least what it started with, and
     when it grew its confirmed speed-up is at the threshold."""
