@@ -12,7 +12,7 @@ of its interval (the dense and the candidate model timed side by side in rounds 
 decides, speedup_repeats.py; which counts are probed, below) and its point at or above the threshold
 times the aim (speed_margin.py): the same cycles target, more capacity. Growth that spent the aim
 too would hand deployment a model at the target's edge, which a measurement minutes later, on a
-machine that changed between the two, lands below (docs/compression.md#with-the-interval).
+machine that changed between the two, lands below (docs/compression.md, "With the interval").
 On small_cnn / digits the grown 8/16 has a lower validation loss than 8/11 after the same
 fine-tune (benchmarks/compress_resolution.py; measured: docs/measurements.md#cited-in-the-code-compression).
 
