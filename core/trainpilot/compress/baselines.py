@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trainpilot.compress.cycles import StepTimes, measure_steps
+from trainpilot.compress.cycles import StepTimes
 from trainpilot.compress.deploy import Tuned, fine_tune
 from trainpilot.compress.drop_interval import DropInterval
 from trainpilot.compress.prune import MAX_SPARSITY, PrunedModel
@@ -63,15 +63,7 @@ def pruned_by(kind: str, evaluator: Any, ratio: float) -> PrunedModel:
 
 def _relative_speed(evaluator: Any, reference: Any, model: Any, repeats: int) -> float:
     """reference's step time over model's, the two interleaved in one measurement."""
-    times = measure_steps(
-        {"reference": reference, "candidate": model},
-        evaluator.sample_shape,
-        evaluator.num_classes,
-        batch=evaluator.timing_batch,
-        threads=evaluator.threads,
-        repeats=repeats,
-        seed=evaluator.seed,
-    )
+    times = evaluator.timed_here({"reference": reference, "candidate": model}, repeats)
     return times.speedup("candidate", base="reference")
 
 
@@ -156,15 +148,7 @@ def compare(report: Any, *, repeats: int, final_repeats: int) -> tuple[list[Row]
             threads=ev.threads,
             teacher=ev.dense,
         )
-    times = measure_steps(
-        {"dense": ev.dense, **{k: t.pruned.model for k, t in tuned.items()}},
-        ev.sample_shape,
-        ev.num_classes,
-        batch=ev.timing_batch,
-        threads=ev.threads,
-        repeats=final_repeats,
-        seed=cfg.seed,
-    )
+    times = ev.timed_here({"dense": ev.dense, **{k: t.pruned.model for k, t in tuned.items()}}, final_repeats)
     rows = []
     for k, t in tuned.items():
         interval = times.interval(k)

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainpilot.compress.cycles import StepTimes, measure_steps, predict_steps
+from trainpilot.compress.cycles import StepTimes, predict_steps
 from trainpilot.compress.drop_interval import DropInterval
 from trainpilot.compress.finetune import RESTART_LR, Tensors, right, train_steps
 from trainpilot.compress.prune import PrunedModel, rebuild
@@ -108,23 +108,6 @@ def fine_tune(
     """The deployment fine-tune, then the test accuracy."""
     deployment_fine_tune(pruned, train, steps=steps, batch=batch, seed=seed, threads=threads, teacher=teacher)
     return tested(pruned, test, threads=threads)
-
-
-def remeasure(
-    dense: nn.Module,
-    models: dict[str, nn.Module],
-    sample_shape: tuple[int, ...],
-    num_classes: int,
-    *,
-    batch: int,
-    threads: int,
-    repeats: int,
-    seed: int = 0,
-) -> StepTimes:
-    """Dense and every model in `models`, interleaved in one run (key "dense" is the reference)."""
-    return measure_steps(
-        {"dense": dense, **models}, sample_shape, num_classes, batch=batch, threads=threads, repeats=repeats, seed=seed
-    )
 
 
 def predicted_on(

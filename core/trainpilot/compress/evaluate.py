@@ -4,6 +4,7 @@ it briefly, measure held-out accuracy and the target's cycles, and score it (`re
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,14 +99,25 @@ class Evaluator:
                 batch=self.timing_batch,
                 machine=self.target.described,
             )
+        return self.timed_here({"dense": self.dense, "pruned": model}, repeats or self.timing_repeats)
+
+    def timed_here(self, models: dict[str, nn.Module], repeats: int) -> StepTimes:
+        """`models` timed on this machine in `repeats` interleaved rounds at this job's timing batch,
+        threads and seed: the one timing setup every speed-up of a compression is read on."""
         return measure_steps(
-            {"dense": self.dense, "pruned": model},
+            models,
             self.sample_shape,
             self.num_classes,
             batch=self.timing_batch,
             threads=self.threads,
-            repeats=repeats or self.timing_repeats,
+            repeats=repeats,
             seed=self.seed,
+        )
+
+    def _rounds(self, models: dict[str, nn.Module]) -> Generator[dict[str, float], None, None]:
+        """timed_here's rounds, one at a time, for a caller that decides when it has enough."""
+        return timed_rounds(
+            models, self.sample_shape, self.num_classes, batch=self.timing_batch, threads=self.threads, seed=self.seed
         )
 
     def decided(self, model: nn.Module, threshold: float) -> StepTimes:
@@ -113,14 +125,7 @@ class Evaluator:
         `threshold` (within `decision`); a described machine's prediction is exact at once."""
         if self.target.is_described:
             return self.cycles(model)
-        source = timed_rounds(
-            {"dense": self.dense, "pruned": model},
-            self.sample_shape,
-            self.num_classes,
-            batch=self.timing_batch,
-            threads=self.threads,
-            seed=self.seed,
-        )
+        source = self._rounds({"dense": self.dense, "pruned": model})
         rounds = rounds_until_decided(source, threshold, self.decision)
         source.close()
         return step_times(rounds, self.timing_batch, self.threads)

@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from trainpilot.compress.cycles import StepTimes, measure_steps
+from trainpilot.compress.cycles import StepTimes
 from trainpilot.compress.evaluate import Evaluation
 from trainpilot.compress.finetune import accuracy
 from trainpilot.compress.finetune import mean_loss as val_loss  # what the choice ranks finalists by
@@ -255,12 +255,4 @@ def _starts(
 
 def measure_finalists(evaluator: Any, pruned: Sequence[PrunedModel], repeats: int) -> StepTimes:
     """The dense model and every shortlisted model in one interleaved run (keys "0", "1", ...)."""
-    return measure_steps(
-        {"dense": evaluator.dense, **{str(i): p.model for i, p in enumerate(pruned)}},
-        evaluator.sample_shape,
-        evaluator.num_classes,
-        batch=evaluator.timing_batch,
-        threads=evaluator.threads,
-        repeats=repeats,
-        seed=evaluator.seed,
-    )
+    return evaluator.timed_here({"dense": evaluator.dense, **{str(i): p.model for i, p in enumerate(pruned)}}, repeats)

@@ -48,7 +48,6 @@ from trainpilot.compress.deploy import (
     judge,
     plan_document,
     predicted_on,
-    remeasure,
     tested,
 )
 from trainpilot.compress.drop_interval import DropInterval, Resolution, paired_drop, resolution
@@ -467,16 +466,7 @@ def run_compression(
         say(ev.Tested(chosen_kind, tuned.accuracy, drop))
         # the deployed model against the dense one, on this machine: until the interval decides against the target
         if target.is_described:
-            measured = remeasure(
-                dense,
-                {"pruned": tuned.pruned.model},
-                shape,
-                classes,
-                batch=timing_batch,
-                threads=threads,
-                repeats=config.deploy_repeats,
-                seed=config.seed,
-            )
+            measured = evaluator.timed_here({"dense": dense, "pruned": tuned.pruned.model}, config.deploy_repeats)
         else:
             measured = evaluator.decided(tuned.pruned.model, config.target_speedup)
         measured_speed = measured.interval("pruned")

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainpilot.compress.cycles import measure_steps
 from trainpilot.compress.speedup_interval import SpeedupInterval
 
 # A noise reading this wide means the machine is too busy to time anything; aiming further would
@@ -56,13 +55,5 @@ def measure_aim(evaluator: Any, rounds: int) -> SpeedAim:
     """The dense model timed against itself for `rounds` interleaved rounds, on `evaluator`'s setup."""
     if evaluator.target.is_described:
         return SpeedAim(1.0, None)
-    times = measure_steps(
-        {"dense": evaluator.dense, "itself": evaluator.dense},
-        evaluator.sample_shape,
-        evaluator.num_classes,
-        batch=evaluator.timing_batch,
-        threads=evaluator.threads,
-        repeats=rounds,
-        seed=evaluator.seed,
-    )
+    times = evaluator.timed_here({"dense": evaluator.dense, "itself": evaluator.dense}, rounds)
     return aim_from(times.interval("itself"))

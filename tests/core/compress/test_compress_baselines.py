@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainpilot.compress import baselines
+from trainpilot.compress import baselines, evaluate
 from trainpilot.compress.cycles import MEASURED, StepTimes
 
 
@@ -23,7 +23,7 @@ def cost_is_params(monkeypatch):
         timed.append(list(models))
         return StepTimes(MEASURED, {k: float(_params(m)) for k, m in models.items()}, batch, "test")
 
-    monkeypatch.setattr(baselines, "measure_steps", fake_measure)
+    monkeypatch.setattr(evaluate, "measure_steps", fake_measure)  # the evaluator's timing (Evaluator.timed_here)
     return timed
 
 
