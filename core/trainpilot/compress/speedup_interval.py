@@ -54,13 +54,15 @@ class SpeedupInterval:
         """Whether the interval lies wholly on one side of `threshold`."""
         return self.low >= threshold or self.high < threshold
 
-    def text(self) -> str:
-        """'1.58x (95 % interval 1.49 to 1.66x over 21 rounds)'; a prediction: '1.58x (predicted)'."""
+    def text(self, clears: float | None = None) -> str:
+        """'1.58x (95 % interval 1.49 to 1.66x over 21 rounds)'; a prediction: '1.58x (predicted)'.
+        With `clears`, how sure it clears that: '...over 21 rounds; 99 % sure it clears 1.5x)'."""
         if self.exact:
             return f"{self.ratio:.2f}x ({self.label})"
+        sure = "" if clears is None else f"; {self.sure_above(clears):.0%} sure it clears {clears:g}x"
         return (
             f"{self.ratio:.2f}x ({self.confidence:.0%} interval {self.low:.2f} to {self.high:.2f}x"
-            f" over {self.rounds} rounds)"
+            f" over {self.rounds} rounds{sure})"
         )
 
     def to_dict(self) -> dict[str, Any]:
