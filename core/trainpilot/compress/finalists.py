@@ -16,9 +16,10 @@ trust one search figure:
                 cycles (a described target) are exact: not re-measured
     grow        each survivor about to be fine-tuned first takes back the channels its target does
                 not charge for (grow.py: the most per layer that keep the measured speed-up's
-                interval at or above the target); measured, the survivor cut to the channel grid
-                below (grow.aligned_down: 9/13 -> 8/8) is grown too, and when that grows into
-                something else (8/24) it is a finalist of its own; two that grow into one
+                interval at or above the target, and its point at the target x the aim);
+                measured, the survivor cut to the channel grid below (grow.aligned_down: 9/13 ->
+                8/8) is grown too, and when that grows into something else (8/24) it is a
+                finalist of its own; two that grow into one
                 configuration are one
     fine-tune   the first `count` survivors each get the deployment fine-tune itself (the same
                 recipe the baselines get) and are scored on the VALIDATION split; more of them
