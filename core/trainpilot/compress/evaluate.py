@@ -15,6 +15,7 @@ from trainpilot.compress.finetune import RESTART_LR, Tensors, accuracy, train_st
 from trainpilot.compress.layers import ModelLayers
 from trainpilot.compress.prune import PrunedModel, prune
 from trainpilot.compress.reward import Reward, compression_reward
+from trainpilot.compress.speed_margin import DEFAULT_AIM
 from trainpilot.compress.speedup_interval import MIN_ROUNDS
 from trainpilot.compress.speedup_repeats import TimingBudget, rounds_until_decided
 from trainpilot.compress.target import CompressionTarget
@@ -80,7 +81,7 @@ class Evaluator:
     seed: int = 0
     round_to: int | None = None
     # a single search figure must clear target x aim to count as fast enough (speed_margin.py measures it)
-    aim: float = 1.05
+    aim: float = DEFAULT_AIM
     decision: TimingBudget = TimingBudget()  # what one speed-up decision may spend timing (speedup_repeats.py)
 
     def __post_init__(self) -> None:

@@ -16,10 +16,8 @@ from collections.abc import Sequence
 
 from trainpilot.compress.env import CompressionEnv
 from trainpilot.compress.evaluate import Evaluation
+from trainpilot.compress.speed_margin import DEFAULT_AIM
 
-# A search figure counts as fast enough when it clears the target by this factor unless the job
-# measured this machine's noise (speed_margin.py), which it does before every measured search.
-SPEED_MARGIN = 1.05
 # A search with time left may run past its episodes, up to this many times as many: on a cheap model
 # an episode costs well under a second (small_cnn / digits against wide_cnn / demo:
 # docs/measurements.md#cited-in-the-code-compression), and its 2-layer space had been sampled at only
@@ -83,7 +81,7 @@ def run_search(
     return list(env.history)
 
 
-def best(evaluations: Sequence[Evaluation], target_speedup: float, aim: float = SPEED_MARGIN) -> Evaluation | None:
+def best(evaluations: Sequence[Evaluation], target_speedup: float, aim: float = DEFAULT_AIM) -> Evaluation | None:
     """The most accurate configuration that is fast enough (at the target x `aim`), ties to the
     faster; when none is, the one with the highest reward."""
     if not evaluations:

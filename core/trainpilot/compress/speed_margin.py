@@ -18,6 +18,9 @@ from typing import Any
 
 from trainpilot.compress.speedup_interval import SpeedupInterval
 
+# The aim where this machine's noise was not measured (an Evaluator or a search ranked on its own):
+# measured speed-ups on a shared machine wobble by a few percent between runs.
+DEFAULT_AIM = 1.05
 # A noise reading this wide means the machine is too busy to time anything; aiming further would
 # only make every target look impossible, so the aim stops here and the trace says it did.
 MAX_AIM = 1.25
