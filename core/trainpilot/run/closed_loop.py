@@ -8,9 +8,16 @@ agent to predict every plan under the load now seen and applies the rule of repl
 through the same path an override takes (plan_switch.py), so the weights and the optimizer state
 follow and the app learns of it from the same `BackendChosen` event, with source "replan".
 
-A move is checked on the steps that follow it: if the new plan steps slower than the old one did
-just before the move, the run moves back and the plan is not tried again under that load. And a
-near tie the cost model cannot call (near_tie.py) is settled on the run's own steps once, early.
+A move rests on what the run measured (measured_paces.py): the current plan's pace under the load
+now, each other plan's pace where this run or an earlier run of this workload met it under a like
+load; a prediction, scaled by the run's bias, only where nothing was measured. A decision that
+rests on such a prediction inside its noise is settled on the run's own steps under the load (a
+near-tie trial, near_tie.py), not on the prediction. A move is checked on the steps that follow it:
+if the new plan steps slower than the old one did just before the move, the run moves back and the
+plan is not tried again under that load. A near tie the cost model cannot call is settled on the
+run's own steps once, early; a load that arrives during that trial suspends it: the load is decided
+first, and the tie is tried again once the machine is steady. A near tie the run is too short to
+verify runs PyTorch's default way of the two (what every peer would have run).
 
 A user's override pins the plan: the loop keeps watching but never moves it, until `release`.
 The loop never imports the agent's internals: it asks the predictor, through the session.
@@ -25,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from trainpilot import events as ev
 from trainpilot.plans import COMPILED, Plan
-from trainpilot.run.near_tie import Trial, Verdict, trial_plan
+from trainpilot.run.measured_paces import MeasuredPaces, history_paces
+from trainpilot.run.near_tie import Trial, Verdict, default_distance, trial_plan
 from trainpilot.run.plan_choice import runs_natively
 from trainpilot.run.replan import Option, Rethink, clamp_bias, rethink
 from trainpilot.run.state import Segment
@@ -42,6 +50,7 @@ PACE_SUSTAIN = 3  # windows
 SETTLE_WINDOWS = 2  # windows of a plan's steps that set its pace
 NEAR_TIE_MISS = 1.25  # a runner-up predicted within this of the chosen plan's measured step is worth a trial
 MOVE_BACK = 1.10  # a move whose new plan steps this much slower than the old one did is undone
+MAX_SUSPENSIONS = 2  # a near-tie trial a changing load keeps stopping is given up: the machine is not steady
 ADAPT_MODES = ("on", "verify", "off")
 
 
@@ -73,15 +82,18 @@ class ClosedLoop:
         self.pace: float | None = None  # the current plan's settled step time
         self.bias = 1.0  # measured over predicted step time, on the plan that set `pace`
         self.trial: Trial | None = None
+        self.trial_trigger = "verify"  # what started the trial: a near tie ("verify"), or a change ("load", ...)
         self._block_done = False
         self.tried = False
+        self._suspended = False  # a near-tie trial a load stopped: tried again once the machine is steady
+        self._suspensions = 0
         self._after_move: tuple[Plan, float, str] | None = None  # (plan left, its pace then, trigger)
         self.refuted: set[Plan] = set()  # moves that did not pay under the load now seen
         self.move_costs: dict[tuple[str, str], float] = {}  # measured, by kind of move
-        # Each plan's step as this run measured it, by the whole cores other processes used then:
-        # where the run has met a plan under a load, that beats any prediction of it (a load that
-        # leaves finds the idle plan's pace measured before it came).
-        self.measured: dict[tuple[Plan, int], float] = {}
+        # Each plan's step as measured, by the whole cores other processes used then: where the run
+        # (or an earlier run of this workload) met a plan under a load, that beats any prediction of
+        # it (a load that leaves finds the idle plan's pace measured before it came).
+        self.measured = MeasuredPaces()
         self.phases: list[Phase] = []
         self._phase: Phase | None = None
 
@@ -94,6 +106,7 @@ class ClosedLoop:
         self.load_base = max(float(getattr(load, "busy_cores", 0.0)) - float(getattr(load, "ui_cores", 0.0)), 0.0)
         self.last_others = self.load_base
         self._recent = []
+        self.measured = MeasuredPaces(self._history_paces())
         why_not = self._why_off(source)
         if why_not:
             yield ev.AgentStepped(s.run_id, "act", why_not, None, {"adapt": self.mode})
@@ -102,6 +115,14 @@ class ClosedLoop:
         self.active = True
         self.watch.start()
         self.watch.moved()  # the run's first step warms up (allocations, the thread pool)
+
+    def _history_paces(self) -> dict[tuple[Plan, int], float]:
+        from trainpilot.run.runlog import history_of
+
+        agent, profile = self.s._orchestrator, self.s.profile
+        if agent is None or profile is None:
+            return {}
+        return history_paces(history_of(agent.predictor), agent.hardware.machine_id, profile.footprint)
 
     def _why_off(self, source: str) -> str | None:
         s = self.s
@@ -205,7 +226,8 @@ class ClosedLoop:
         self._recent = [*self._recent[-(LOAD_SUSTAIN - 1) :], window]
         load_change = self._load_changed(window)
         if self.trial is not None:
-            if load_change is not None:
+            # a trial compares plans on a steady machine: one window of a changed load spoils it
+            if load_change is not None or abs(window.others - self.load_base) >= LOAD_STEP:
                 yield from self._abort_trial(segments, "the load changed")
             return
         self._settle(window)
@@ -215,7 +237,9 @@ class ClosedLoop:
             yield from self._check_move(segments)
             return
         if self.mode == "on" and load_change is not None:
-            step = _median_step(self._load_streak) or self.pace
+            # the streak's first window straddles the change: the plan's pace under the new load is
+            # what the windows after it measured
+            step = _median_step(self._load_streak[1:] or self._load_streak) or self.pace
             self._load_streak = []
             if step:
                 yield from self._rethink("load", load_change, step, segments)
@@ -263,7 +287,7 @@ class ClosedLoop:
                 self.load_base = seen
             predicted = self._predicted_step(self.s.plan, self.load)  # type: ignore[arg-type]
             self.bias = clamp_bias(self.pace, predicted)
-            self.measured[(self.s.plan, round(self.load_base))] = self.pace  # type: ignore[index]
+            self.measured.note(self.s.plan, self.load_base, self.pace)  # type: ignore[arg-type]
             self._phase = Phase(self.s.plan, self.load_base)  # type: ignore[arg-type]
 
     def _pace_changed(self, window: Window) -> bool:
@@ -358,20 +382,10 @@ class ClosedLoop:
         predicted_before = self._predicted_step(current, self.load)
         if others != self.load_base:
             self.refuted = set()  # what did not pay under the old load may under this one
+        if measured:
+            self.measured.note(current, others, step_s)
         remaining, _ = self._steps_left()
-        options = []
-        for plan in self._candidates():
-            if plan in self.refuted:
-                continue
-            # The more hopeful of what the run measured of it under this load and its scaled
-            # prediction: a measurement can be stale (a run's first seconds are slow), and a move
-            # that does not pay is found and undone within seconds (_check_move), so hope is cheap.
-            met = self.measured.get((plan, round(others)))
-            predicted = self._predicted_step(plan, load)
-            guesses = [g for g in (met, predicted * self.bias if predicted is not None else None) if g is not None]
-            if guesses:
-                step = min(guesses)
-                options.append(Option(plan, step, self._move_cost(plan, step), step == met))
+        options = [o for o in (self._option(plan, others, load) for plan in self._candidates()) if o is not None]
         decision = rethink(current, step_s, remaining, options)
         pace_text = f"; steps run {step_s / predicted_before:.1f}x their prediction" if predicted_before else ""
         if trigger == "pace":
@@ -382,13 +396,46 @@ class ClosedLoop:
         else:
             seen = f"other processes now use {others:.1f} core(s) (was {self.load_base:.1f}){pace_text}"
         yield ev.AgentStepped(s.run_id, "observe", seen, None, {"trigger": trigger, "other_cores": round(others, 3)})
-        yield ev.AgentStepped(s.run_id, "think", decision.text(), None, _think_data(decision))
+        tie = measured and not decision.moves and self._inside_the_noise(decision, load)
+        if not tie:
+            yield ev.AgentStepped(s.run_id, "think", decision.text(), None, _think_data(decision))
         self._adopt_load(load, others)
         if decision.moves and decision.best is not None:
             # a move is checked against the pace it left, where that pace was measured
             yield from self._move(decision.best.plan, trigger, decision.text(), step_s if measured else None, segments)
+        elif tie and decision.best is not None:
+            # the decision rests on a prediction inside its noise: measure it on the run's own steps
+            self._reset_pace()
+            yield from self._verify(current, decision.best.plan, decision.best.step_s, step_s, trigger, segments)
         else:
             self._reset_pace()
+
+    def _option(self, plan: Plan, others: float, load: Any) -> Option | None:
+        """Another plan's step under this load: measured where it was met under a like load, else
+        predicted and scaled by the run's bias (the cost model's miss on this job, seen on its steps)."""
+        if plan in self.refuted:
+            return None
+        met = self.measured.get(plan, others)
+        if met is not None:
+            step, where = met
+            return Option(plan, step, self._move_cost(plan, step), True, where)
+        predicted = self._predicted_step(plan, load)
+        if predicted is None:
+            return None
+        step = predicted * self.bias
+        return Option(plan, step, self._move_cost(plan, step))
+
+    def _inside_the_noise(self, decision: Rethink, load: Any) -> bool:
+        """Whether the best other plan, known only by prediction, could be faster than the current
+        plan measured: predicted within a cold prediction's usual miss, or its interval reaching."""
+        best = decision.best
+        if best is None or best.measured:
+            return False
+        if best.step_s <= NEAR_TIE_MISS * decision.current_step_s:
+            return True
+        prediction = self._prediction(best.plan, load)
+        low, _high = self.s.forecast.bounds(best.plan, best.step_s) if prediction is not None else (None, None)
+        return low is not None and low <= decision.current_step_s
 
     def _adopt_load(self, load: Any, others: float) -> None:
         """Predictions from now on are for this load: the epochs' predicted times, the ETA."""
@@ -462,36 +509,66 @@ class ClosedLoop:
         s = self.s
         current: Plan = s.plan  # type: ignore[assignment]
         assert self.pace is not None
+        resumed, self._suspended = self._suspended, False
         runner = self._runner_up(current)
         if runner is None:
             return
-        plan, step = runner
-        remaining, _ = self._steps_left()
-        spec = trial_plan(current, plan, self.pace, self.pace * remaining)
-        if not spec.affordable:
-            from trainpilot.run.near_tie import BUDGET_FRACTION, MIN_PAIRS
-
-            need = MIN_PAIRS * (spec.block_steps + 1) * self.pace
+        if resumed:
             yield ev.AgentStepped(
                 s.run_id,
                 "think",
-                f"near tie: {current.short_label} and {plan.short_label} are inside each other's noise; the run is"
-                f" too short to verify it on its own steps ({MIN_PAIRS} pairs of blocks take ~{fmt_s(need)} on each,"
-                " more than"
-                f" {BUDGET_FRACTION:.0%} of the {fmt_s(self.pace * remaining)} left)",
+                "the machine is steady again: the near tie is tried again",
                 None,
-                {"trigger": "verify", "verified": False},
+                {"trigger": "verify"},
             )
+        if runner.measured:
+            # measured before (earlier in the run, or earlier runs of this workload): no trial needed
+            remaining, _ = self._steps_left()
+            decision = rethink(current, self.pace, remaining, [runner])
+            yield ev.AgentStepped(s.run_id, "think", decision.text(), None, _think_data(decision))
+            if decision.moves:
+                yield from self._move(runner.plan, "verify", decision.text(), self.pace, segments)
+            return
+        yield from self._verify(current, runner.plan, runner.step_s, self.pace, "verify", segments)
+
+    def _verify(
+        self, current: Plan, plan: Plan, step: float, pace: float, trigger: str, segments: list[Segment]
+    ) -> Iterator[ev.Event]:
+        """Settle `current` (measured at `pace`) against `plan` (predicted at `step`) on the run's
+        own steps; where the run is too short for that, run PyTorch's default way of the two."""
+        s = self.s
+        remaining, _ = self._steps_left()
+        spec = trial_plan(current, plan, pace, pace * remaining)
+        where = "" if trigger == "verify" else " under this load"
+        if not spec.affordable:
+            from trainpilot.run.near_tie import BUDGET_FRACTION, MIN_PAIRS
+
+            need = MIN_PAIRS * (spec.block_steps + 1) * pace
+            default = min((current, plan), key=lambda p: default_distance(p, s.logical_cpus))
+            said = "stays" if default == current else "moving there"
+            yield ev.AgentStepped(
+                s.run_id,
+                "think",
+                f"near tie{where}: {plan.short_label} predicted {fmt_s(step)} a step, {current.short_label}"
+                f" measured {fmt_s(pace)}; too short to verify ({MIN_PAIRS} block pairs need ~{fmt_s(need)} on"
+                f" each plan, over {BUDGET_FRACTION:.0%} of the {fmt_s(pace * remaining)} left):"
+                f" {default.short_label}, PyTorch's default way of the two, {said}",
+                None,
+                {"trigger": trigger, "verified": False, "default": default.to_dict()},
+            )
+            if default != current:
+                yield from self._move(default, trigger, "near tie too short to verify", None, segments)
             return
         self.trial = Trial(spec)
+        self.trial_trigger = trigger
         self._close_phase()
         yield ev.AgentStepped(
             s.run_id,
             "think",
-            f"near tie: {plan.short_label} (predicted {fmt_s(step)} a step) is inside the noise of"
-            f" {current.short_label} (measured {fmt_s(self.pace)}); verifying on the run's own steps",
+            f"near tie{where}: {plan.short_label} (predicted {fmt_s(step)} a step) is inside the noise of"
+            f" {current.short_label} (measured {fmt_s(pace)}); verifying on the run's own steps",
             None,
-            {"trigger": "verify"},
+            {"trigger": trigger},
         )
         yield ev.AgentStepped(
             s.run_id,
@@ -499,30 +576,40 @@ class ClosedLoop:
             f"alternating blocks of {spec.block_steps} steps, at most {spec.pairs} pairs"
             f" ({fmt_s(spec.budget_s)} at most on {plan.short_label})",
             None,
-            {"trigger": "verify", "block_steps": spec.block_steps, "pairs": spec.pairs},
+            {"trigger": trigger, "block_steps": spec.block_steps, "pairs": spec.pairs},
         )
 
-    def _runner_up(self, current: Plan) -> tuple[Plan, float] | None:
-        """The fastest other plan, if it is a near tie: its interval reaches the chosen plan's, or
-        the chosen plan's measured step (the cost model's miss corrected out of neither)."""
+    def _runner_up(self, current: Plan) -> Option | None:
+        """The fastest other plan, if it is worth a look: measured before under this load, or a near
+        tie: its interval reaches the chosen plan's, or the chosen plan's measured step (the cost
+        model's miss corrected out of neither)."""
         s = self.s
-        best: tuple[Plan, float, float] | None = None
+        best: tuple[Option, float] | None = None
         for plan in self._candidates():
-            step = self._predicted_step(plan, self.load)
-            if step is None:
-                continue
-            low, _high = s.forecast.bounds(plan, step)
-            if best is None or step < best[1]:
-                best = (plan, step, low if low is not None else step)
+            met = self.measured.get(plan, self.load_base)
+            if met is not None:
+                option = Option(plan, met[0], self._move_cost(plan, met[0]), True, met[1])
+                low = met[0]
+            else:
+                step = self._predicted_step(plan, self.load)
+                if step is None:
+                    continue
+                option = Option(plan, step, self._move_cost(plan, step))
+                low_bound, _high = s.forecast.bounds(plan, step)
+                low = low_bound if low_bound is not None else step
+            if best is None or option.step_s < best[0].step_s:
+                best = (option, low)
         if best is None:
             return None
-        plan, step, low = best
+        option, low = best
+        if option.measured:
+            return option
         _low, high = self._predicted_step_bounds()
         assert self.pace is not None
         # the runner-up's interval reaches the chosen plan's, or its measured step; or the runner-up
         # is predicted within a cold prediction's usual miss of what the chosen plan measured
-        if low <= max(high or 0.0, self.pace) or step <= NEAR_TIE_MISS * self.pace:
-            return plan, step
+        if low <= max(high or 0.0, self.pace) or option.step_s <= NEAR_TIE_MISS * self.pace:
+            return option
         return None
 
     def _next_block(self, segments: list[Segment]) -> Iterator[ev.Event]:
@@ -542,8 +629,11 @@ class ClosedLoop:
     def _settle_trial(self, verdict: Verdict, segments: list[Segment]) -> Iterator[ev.Event]:
         s = self.s
         self.trial = None
+        trigger = self.trial_trigger
+        if trigger != "verify":
+            self.tried = True  # the trial under the load answered what a near-tie trial would ask
         for plan, step in verdict.medians().items():
-            self.measured[(plan, round(self.load_base))] = step
+            self.measured.note(plan, self.load_base, step)
         keep = verdict.keep(s.logical_cpus)
         text = verdict.text(s.logical_cpus)
         yield ev.AgentStepped(
@@ -551,7 +641,7 @@ class ClosedLoop:
             "think",
             text,
             None,
-            {"trigger": "verify", "ratio": verdict.ratio, "pairs": verdict.pairs, "decided": verdict.decided},
+            {"trigger": trigger, "ratio": verdict.ratio, "pairs": verdict.pairs, "decided": verdict.decided},
         )
         old: Plan = s.plan  # type: ignore[assignment]
         if keep == verdict.spec.first:
@@ -565,9 +655,9 @@ class ClosedLoop:
             "act",
             f"moving to {keep.short_label} at epoch {epoch + 1}, step {step}",
             None,
-            {"trigger": "verify"},
+            {"trigger": trigger},
         )
-        yield from s.switcher.switch(keep, "replan", text, None, self.load, trigger="verify")
+        yield from s.switcher.switch(keep, "replan", text, None, self.load, trigger=trigger)
         self._moved(old, segments)
 
     def _abort_trial(self, segments: list[Segment], why: str) -> Iterator[ev.Event]:
@@ -575,13 +665,16 @@ class ClosedLoop:
         trial, self.trial = self.trial, None
         assert trial is not None
         self._load_streak = []  # declared again on the chosen plan's own steps
-        yield ev.AgentStepped(
-            s.run_id,
-            "act",
-            f"near-tie trial stopped: {why}; back to {trial.spec.first.short_label}",
-            None,
-            {"trigger": "verify"},
-        )
+        if self.trial_trigger == "verify" and self._suspensions < MAX_SUSPENSIONS:
+            # the tie is still open: the load is decided first, then the tie is tried again
+            self.tried, self._suspended = False, True
+            self._suspensions += 1
+            text = f"near-tie trial suspended: {why}; back to {trial.spec.first.short_label}, the load is decided first"
+        elif self.trial_trigger == "verify":
+            text = f"near-tie trial stopped: {why} again; back to {trial.spec.first.short_label}, the tie left open"
+        else:
+            text = f"trial under the load stopped: {why}; back to {trial.spec.first.short_label}"
+        yield ev.AgentStepped(s.run_id, "act", text, None, {"trigger": self.trial_trigger})
         if s.plan != trial.spec.first:
             old: Plan = s.plan  # type: ignore[assignment]
             yield from s.switcher.switch(trial.spec.first, "replan", "near-tie trial", None, self.load, announce=False)

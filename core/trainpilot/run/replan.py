@@ -1,5 +1,6 @@
 """The rule that moves a running job: the current plan's measured pace against every other plan's
-prediction under the load seen now, over the steps that remain, minus the cost of moving.
+pace under the load seen now (measured where the plan met such a load, else predicted), over the
+steps that remain, minus the cost of moving.
 
 The other plans' predictions are scaled by how far this run's own measured pace is from its own
 plan's prediction (the `bias`: what the cost model misses about this job on this machine, seen on
@@ -28,7 +29,8 @@ class Option:
     plan: Plan
     step_s: float  # measured on this run under this load, else predicted and scaled by the run's bias
     move_s: float  # what moving there costs (measured where a move of that kind was made)
-    measured: bool = False  # whether step_s is this run's own measurement
+    measured: bool = False  # whether step_s was measured on this machine for this workload, not predicted
+    where: str = ""  # where it was measured: "this run" or "earlier runs"
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,9 @@ class Rethink:
             return f"{self.current.short_label} stays: no other plan can take the run here"
         factor, best_s = self.factor, self.best_s
         assert factor is not None and best_s is not None
-        said = "measured" if self.best.measured else "predicted"
+        said = "predicted"
+        if self.best.measured:
+            said = "measured in earlier runs" if self.best.where == "earlier runs" else "measured"
         if self.moves:
             return (
                 f"{self.best.plan.short_label} {said} {factor:.1f}x faster for the remaining {fmt_s(self.current_s)}"
