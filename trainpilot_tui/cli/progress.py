@@ -109,6 +109,9 @@ class StderrProgress:
         elif isinstance(event, ev.RunFinished) and event.status != "failed":  # failures: one `error:` line from the command
             style = {"success": "green", "interrupted": "yellow"}.get(event.status, "red")
             self._line(f": {event.message}", event.status, style)
+        if isinstance(event, ev.RunFinished):
+            for note in event.result.get("not_recorded") or ():  # said even with --quiet: a record lost
+                self.progress.console.print(f"warning: not recorded in the history: {note}", style="yellow", soft_wrap=True)
 
 
 def metric_name(started: ev.SessionStarted) -> str:

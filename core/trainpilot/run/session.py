@@ -361,31 +361,46 @@ class TrainingSession:
         if met is not None:  # what the run met besides itself, its own UI included (a reader compares runs by it)
             result["load_met"] = {"busy_cores": round(met.busy_cores, 3), "ui_cores": round(met.ui_cores, 3)}
         if self.config.record_history and self.profile is not None and self.plan is not None and agent is not None:
+            not_recorded = self._record(agent, status, result, met)
+            if not_recorded:
+                # the run's own result still comes out, and says what the history lacks and why
+                result["not_recorded"] = not_recorded
+        self.finished = ev.RunFinished(self.run_id, status, message, result)
+        return self.finished
+
+    def _record(self, agent: Any, status: str, result: dict[str, Any], met: Any) -> list[str]:
+        """The run's history row and what the cost model learns from it; returns what could not be
+        recorded, and why (a run must not fail for its bookkeeping, nor lose it in silence)."""
+        notes: list[str] = []
+        try:
+            self.recorder.finish(
+                agent,
+                run_id=self.run_id,
+                profile=self.profile,
+                plan=self.plan,
+                status=status,
+                result=result,
+                epoch_records=self.rt.epoch_records,
+                plan_changes=self.rt.plan_changes,
+                trained=bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None),
+                met=met,
+            )
+        except Exception as exc:  # noqa: BLE001 - said in the result, below
+            notes.append(f"the run's history row and learning: {type(exc).__name__}: {exc}")
+        if len(self.adapt.phases) > 1 and self.trainer is not None:
             try:
-                self.recorder.finish(
+                self.recorder.learn_phases(
                     agent,
                     run_id=self.run_id,
                     profile=self.profile,
-                    plan=self.plan,
-                    status=status,
-                    result=result,
-                    epoch_records=self.rt.epoch_records,
-                    plan_changes=self.rt.plan_changes,
-                    trained=bool(self.rt.epoch_records) or (status != "success" and self.trainer is not None),
-                    met=met,
+                    phases=self.adapt.phases,
+                    steps_per_epoch=self.trainer.steps_per_epoch,
                 )
-                if len(self.adapt.phases) > 1 and self.trainer is not None:
-                    self.recorder.learn_phases(
-                        agent,
-                        run_id=self.run_id,
-                        profile=self.profile,
-                        phases=self.adapt.phases,
-                        steps_per_epoch=self.trainer.steps_per_epoch,
-                    )
-            except Exception:
-                pass  # learning is best-effort; the run's own result must still come out
-        self.finished = ev.RunFinished(self.run_id, status, message, result)
-        return self.finished
+            except Exception as exc:  # noqa: BLE001 - said in the result, below
+                notes.append(f"the run's load phases, for the cost model: {type(exc).__name__}: {exc}")
+        if self.recorder.log is not None:
+            notes.extend(self.recorder.log.notes)
+        return notes
 
 
 def run_session(config: SessionConfig, **kwargs: Any) -> tuple[dict[str, Any], list[ev.Event]]:
