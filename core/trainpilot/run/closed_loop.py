@@ -544,20 +544,30 @@ class ClosedLoop:
             from trainpilot.run.near_tie import BUDGET_FRACTION, MIN_PAIRS
 
             need = MIN_PAIRS * (spec.block_steps + 1) * pace
-            default = min((current, plan), key=lambda p: default_distance(p, s.logical_cpus))
-            said = "stays" if default == current else "moving there"
+            short = (
+                f"near tie{where}: {plan.short_label} predicted {fmt_s(step)} a step, {current.short_label}"
+                f" measured {fmt_s(pace)}; too short to verify ({MIN_PAIRS} block pairs need ~{fmt_s(need)} on"
+                f" each plan, over {BUDGET_FRACTION:.0%} of the {fmt_s(pace * remaining)} left)"
+            )
+            keep = self._unverified_choice(current, plan, step, pace)
+            if keep == current and default_distance(current, s.logical_cpus) > default_distance(plan, s.logical_cpus):
+                said = (
+                    f"{current.short_label} stays: its measured pace is inside its prediction,"
+                    f" {plan.short_label}'s is slower"
+                )
+            else:
+                said = f"{keep.short_label}, PyTorch's default way of the two, " + (
+                    "stays" if keep == current else "runs"
+                )
             yield ev.AgentStepped(
                 s.run_id,
                 "think",
-                f"near tie{where}: {plan.short_label} predicted {fmt_s(step)} a step, {current.short_label}"
-                f" measured {fmt_s(pace)}; too short to verify ({MIN_PAIRS} block pairs need ~{fmt_s(need)} on"
-                f" each plan, over {BUDGET_FRACTION:.0%} of the {fmt_s(pace * remaining)} left):"
-                f" {default.short_label}, PyTorch's default way of the two, {said}",
+                f"{short}: {said}",
                 None,
-                {"trigger": trigger, "verified": False, "default": default.to_dict()},
+                {"trigger": trigger, "verified": False, "kept": keep.to_dict()},
             )
-            if default != current:
-                yield from self._move(default, trigger, "near tie too short to verify", None, segments)
+            if keep != current:
+                yield from self._move(keep, trigger, "near tie too short to verify", None, segments)
             return
         self.trial = Trial(spec)
         self.trial_trigger = trigger
@@ -578,6 +588,17 @@ class ClosedLoop:
             None,
             {"trigger": trigger, "block_steps": spec.block_steps, "pairs": spec.pairs},
         )
+
+    def _unverified_choice(self, current: Plan, other: Plan, other_step: float, pace: float) -> Plan:
+        """A near tie the run cannot verify: PyTorch's default way of the two (what every peer would
+        have run), unless the run's own steps bear the prediction out: the current plan measured
+        inside its prediction's interval and the other predicted no faster than that measurement."""
+        default = min((current, other), key=lambda p: default_distance(p, self.s.logical_cpus))
+        if default == current:
+            return current
+        _low, high = self._predicted_step_bounds()
+        borne_out = high is not None and pace <= high and other_step >= pace
+        return current if borne_out else default
 
     def _runner_up(self, current: Plan) -> Option | None:
         """The fastest other plan, if it is worth a look: measured before under this load, or a near

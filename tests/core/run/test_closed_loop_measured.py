@@ -97,6 +97,18 @@ def test_a_near_tie_too_short_to_verify_runs_pytorchs_default_way():
     assert run.moves() and run.moves()[0].plan == TWO
 
 
+def test_a_short_near_tie_whose_choice_its_steps_bear_out_keeps_it():
+    # one thread measured inside its prediction, two predicted slower than that measurement: nothing
+    # the run measured contradicts the choice, so it is not traded for the default unverified
+    truth = StepTable({(TWO, 0): 0.030, (ONE, 0): 0.0205})
+    predicted = StepTable({(TWO, 0): 0.023, (ONE, 0): 0.020})
+    run = ScriptedRun(ONE, truth, predicted, epochs=1, steps_per_epoch=int(12 * BLOCK_S / 0.02))
+    run.run()
+    texts = run.texts()
+    assert any("too short to verify" in t and "cpu×1 stays" in t for t in texts), texts
+    assert not run.moves()
+
+
 def test_measured_paces_prefer_the_runs_own_and_group_loads_by_whole_cores():
     paces = MeasuredPaces({(ONE, 1): 0.03})
     assert paces.get(ONE, 0.8) == (0.03, "earlier runs")
