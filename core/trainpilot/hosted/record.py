@@ -60,6 +60,23 @@ class Expectation:
     def planned_s(self) -> float | None:
         return self.predicted_for(self.planned_steps)
 
+    def text(self) -> str:
+        """'cpu (2 threads), batches of 64, 32 training batches (2 epochs of 16), predicted 758 ms'."""
+        from trainpilot.units import seconds
+
+        per_epoch = self.profile.steps_per_epoch
+        head = f"{self.plan.label}, batches of {self.profile.batch_size}, "
+        if not math.isfinite(self.planned_steps):
+            shape = f"unbounded ({per_epoch} an epoch)"
+        else:
+            steps = int(self.planned_steps)
+            if per_epoch > 0 and steps % per_epoch == 0:
+                shape = f"{steps} training batches ({steps // per_epoch} epochs of {per_epoch})"
+            else:
+                shape = f"{steps} training batches ({per_epoch} an epoch)"
+        planned = self.planned_s
+        return head + shape + (f", predicted {seconds(planned)}" if planned is not None else ", no prediction")
+
 
 def expect(
     choice: Decision,
@@ -141,6 +158,9 @@ class HostedRun:
         if met is None:  # a meter that cannot read /proc costs the figure, not the run
             from trainpilot.machine.monitor import measure_load
 
+            self.notes.append(
+                f"run {self.run_id}: the load it met could not be measured; recorded with the load at its end"
+            )
             met = measure_load(0.0)
         return met
 
@@ -168,10 +188,13 @@ class HostedRun:
             )
             self._recorder.close_progress()
             self.notes.extend(n for n in self._cost.notices if "could not record" in n)
+        else:  # open() never ran or failed before the cost model opened: nothing took the row
+            self.notes.append(f"run {self.run_id} not recorded: its history row was never opened")
         self.summary = {
             "run_id": self.run_id,
             "status": status,
             "plan": ex.plan.label,
+            "batch_size": ex.profile.batch_size,
             "predicted_s": predicted,
             "actual_s": clock.seconds,
             "epochs": profile.epochs,
