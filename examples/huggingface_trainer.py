@@ -2,7 +2,7 @@
 arguments that decide where and how it trains, and its callback compares the predicted time with the
 actual one.
 
-`trainpilot.huggingface.choose(model, train_dataset, epochs=...)` profiles one real batch (collated as
+`trainpilot.huggingface.choose(model, train_dataset, epochs=..., batch_size=...)` profiles one real batch (collated as
 the Trainer collates it) through the model's own loss and returns TrainingArguments fields: use_cpu,
 the DataLoader's workers, bf16/fp16 where allowed and native, torch_compile where it pays; for a CPU
 plan it sets torch's threads. `TrainPilotCallback()` records the run in the history TrainPilot learns
@@ -70,13 +70,15 @@ def train(samples: int = 4000, epochs: int = 3, output_dir: str | None = None) -
     torch.manual_seed(0)
     model = make_model()
     train_set, eval_set = MarkedSequences(samples), MarkedSequences(max(samples // 10, 32), seed=1)
-    decided = trainpilot.huggingface.choose(model, train_set, epochs=epochs)  # use_cpu, workers, bf16, ...
+    batch_size = 16
+    # planned at the Trainer's batch: without batch_size= (or args=), choose() profiles the default 8
+    decided = trainpilot.huggingface.choose(model, train_set, epochs=epochs, batch_size=batch_size)
     choice = trainpilot.huggingface.last_choice(model)
     print(f"plan: {choice.plan.label}, predicted {choice.predicted_s:.2f} s, confidence {choice.confidence or 0:.2f}")
     args = TrainingArguments(
         output_dir=output_dir or tempfile.mkdtemp(prefix="hf-example-"),
         num_train_epochs=epochs,
-        per_device_train_batch_size=8,  # the TrainingArguments default, which choose() planned
+        per_device_train_batch_size=batch_size,
         learning_rate=1e-3,
         report_to="none",
         save_strategy="no",

@@ -130,7 +130,8 @@ def test_an_exception_in_train_is_recorded_as_failed(home, tmp_path):
 
     model, data = tiny_bert(FailsAtThirdStep), Tokens()
     callback = TrainPilotCallback()
-    trainer = trainer_for(model, data, callback, tmp_path, **choose(model, data, epochs=2))
+    # planned at the Trainer's batch: the callback profiles nothing again, so the third forward is training's
+    trainer = trainer_for(model, data, callback, tmp_path, **choose(model, data, epochs=2, batch_size=16))
     FailsAtThirdStep.armed = True
     with pytest.raises(RuntimeError, match="boom"):
         trainer.train()
@@ -151,6 +152,128 @@ def test_the_callback_alone_plans_and_records_max_steps(home, tmp_path):
     assert callback.result["steps"] == 10  # batches: 5 optimizer steps of 2
     assert run.profile["batch_size"] == 16  # the Trainer's batches, planned from its arguments
     assert last_choice(model) is not None
+
+
+def tiny_vit():
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(0)
+    config = ViTConfig(
+        image_size=32,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=10,
+    )
+    return ViTForImageClassification(config)
+
+
+class Images(torch.utils.data.Dataset):
+    """3x32x32 images and their labels, as an image data set gives them to a Trainer."""
+
+    def __init__(self, n=256):
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, 3, 32, 32, generator=g)
+        self.y = torch.randint(0, 10, (n,), generator=g)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return {"pixel_values": self.x[i], "labels": self.y[i]}
+
+
+def _entries(trainer, key):
+    return [e for e in trainer.state.log_history if f"trainpilot_{key}" in e]
+
+
+def test_choose_without_args_says_it_planned_at_a_default_batch(home):
+    from trainpilot.huggingface import choose, last_choice
+
+    model, data = tiny_bert(), Tokens()
+    choose(model, data, epochs=1)
+    defaulted = last_choice(model)
+    assert defaulted.profile.batch_size == 8
+    [said] = [line for line in defaulted.trace if "TrainingArguments' default" in line]
+    assert said.startswith("planned at batch 8") and "args=" in said and "batch_size=" in said
+    assert said in defaulted.opening()  # the compact form says it too
+
+    choose(model, data, epochs=1, batch_size=32)
+    told = last_choice(model)
+    assert told.profile.batch_size == 32 and not any("default" in line for line in told.trace)
+    with pytest.raises(ValueError, match="batch_size must be"):
+        choose(model, data, batch_size=0)
+
+
+def test_a_trainer_with_its_own_batch_is_predicted_at_that_batch(home, tmp_path):
+    """The README's use: choose() without the arguments (it profiles batch 8), a Trainer that trains
+    batches of 64. The callback profiles one batch of 64 when training starts; the prediction is for
+    the Trainer's 8 batches of 64, and the epoch-end rethink weighs the same figures."""
+    from trainpilot.huggingface import TrainPilotCallback, choose, last_choice
+
+    model, data = tiny_vit(), Images()
+    decided = choose(model, data, epochs=2)
+    at_eight = last_choice(model)
+    assert at_eight.profile.batch_size == 8
+    callback = TrainPilotCallback()
+    trainer = trainer_for(model, data, callback, tmp_path, per_device_train_batch_size=64, **decided)
+    trainer.train()
+
+    [start] = _entries(trainer, "trace")
+    assert start["trainpilot_batch_size"] == 64
+    assert start["trainpilot_steps"] == trainer.state.global_step == callback.result["steps"] == 2 * 4
+    assert any("profiled at batch 8; this Trainer trains batches of 64" in line for line in start["trainpilot_trace"])
+    replanned = last_choice(model)
+    assert replanned is not at_eight and replanned.profile.batch_size == 64
+    # a step of 64 images costs more than a step of 8: the prediction is not 8's step time counted 8 times
+    per_step_at_8 = at_eight.predicted_s / (2 * at_eight.profile.steps_per_epoch)
+    assert start["trainpilot_predicted_s"] / start["trainpilot_steps"] > 2 * per_step_at_8
+    [run] = runs()
+    assert run.profile["batch_size"] == 64 and callback.result["batch_size"] == 64
+    assert run.predicted_s == pytest.approx(start["trainpilot_predicted_s"])
+    [rethink] = _entries(trainer, "rethink")  # after epoch 1 of 2, on the figures at 64
+    assert rethink["step"] == 4 and callback.rethinks == [rethink["trainpilot_rethink"]]
+
+    # the trace is the compact opening `headless run` prints: the decision, its table, no per-plan long lines
+    trace = start["trainpilot_trace"]
+    assert trace[0].startswith("decision: ") and any(line.lstrip().startswith("▸ cpu×") for line in trace)
+    assert all(len(line) <= 160 for line in trace)
+    assert not any("excluded —" in line for line in trace) and any(line.startswith("n/a here:") for line in trace)
+    assert (
+        trace[-1].startswith("this Trainer: cpu (") and "batches of 64, 8 training batches (2 epochs of 4)" in trace[-1]
+    )
+
+
+def test_verbose_keeps_the_long_trace(home, tmp_path):
+    from trainpilot.huggingface import TrainPilotCallback, choose
+
+    model, data = tiny_bert(), Tokens(n=32)
+    decided = choose(model, data, epochs=1, batch_size=16)
+    trainer = trainer_for(model, data, TrainPilotCallback(verbose=True), tmp_path, num_train_epochs=1, **decided)
+    trainer.train()
+    [start] = _entries(trainer, "trace")
+    assert any("excluded —" in line for line in start["trainpilot_trace"])  # every plan's own line
+
+
+def test_a_record_that_fails_is_said_in_the_log_history(home, tmp_path, monkeypatch):
+    from trainpilot.hosted.record import HostedRun
+    from trainpilot.huggingface import TrainPilotCallback, choose
+
+    def broken(self, status):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(HostedRun, "finish", broken)
+    model, data = tiny_bert(), Tokens(n=32)
+    callback = TrainPilotCallback()
+    trainer = trainer_for(model, data, callback, tmp_path, num_train_epochs=1, **choose(model, data, batch_size=16))
+    with pytest.warns(RuntimeWarning, match="not recorded as success: OSError: disk full"):
+        trainer.train()  # the training itself goes on
+    [note] = _entries(trainer, "note")
+    assert note["trainpilot_note"].endswith("not recorded as success: OSError: disk full")
+    assert callback.notes == [note["trainpilot_note"]] and callback.result is None
 
 
 def test_the_decided_fields_are_training_arguments(tmp_path):

@@ -18,6 +18,7 @@ import sys
 import warnings
 from typing import Any
 
+from trainpilot.hosted.planned_for import why_plan_again
 from trainpilot.hosted.record import HostedRun, expect
 from trainpilot.huggingface.choice import Choice, allowed_precision, last_choice, plan_model, remember
 from trainpilot.huggingface.mapping import plan_of_arguments, runnable, trainer_accelerator
@@ -32,18 +33,26 @@ class CallbackHooks:
 
     choice: the decision to record against; default the one `choose` made for the model, else the
     callback plans the model itself when training starts (profiling a CPU copy of it on the
-    Trainer's training set and collator), so the history still gets a predicted time.
+    Trainer's training set and collator), so the history still gets a predicted time. A decision
+    profiled at another batch size than the Trainer trains (choose() without args=), or without the
+    precision the Trainer's arguments set, is planned again the same way when training starts, so
+    the prediction and the epoch-end rethink are for the step the Trainer runs.
 
-    After `train()`, `result` holds the recorded figures (run_id, status, plan, predicted_s,
-    actual_s, epochs_done, steps), `rethinks` what the closed loop would have moved the run to at
-    each epoch's end, and `notes` what could not be done. Runs in one process on one device are
-    recorded; a distributed or nn.DataParallel run is not.
+    verbose: the log history's trace in the long form (every plan's line, every reason), not the
+    compact opening `trainpilot headless run` prints.
+
+    After `train()`, `result` holds the recorded figures (run_id, status, plan, batch_size,
+    predicted_s, actual_s, epochs_done, steps), `rethinks` what the closed loop would have moved the
+    run to at each epoch's end, and `notes` what could not be done (each also a warning and a
+    `trainpilot_note` entry in the log history). Runs in one process on one device are recorded; a
+    distributed or nn.DataParallel run is not.
     """
 
-    def __init__(self, choice: Choice | None = None, *, objective: str = "time") -> None:
+    def __init__(self, choice: Choice | None = None, *, objective: str = "time", verbose: bool = False) -> None:
         super().__init__()
         self.choice = choice
         self.objective = objective
+        self.verbose = verbose
         self.result: dict[str, Any] | None = None
         self.notes: list[str] = []
         self.rethinks: list[str] = []
@@ -90,45 +99,47 @@ class CallbackHooks:
         self._run, self.result, self._state, self._paused_for = None, None, state, None
         self.rethinks = []
         if args.world_size > 1 or args.n_gpu > 1:
-            self._note("TrainPilot records runs in one process on one device; this Trainer uses several")
+            self._note("not recorded: TrainPilot records runs in one process on one device; this Trainer uses several")
             return
+        planning: list[str] = []  # what the callback did about the decision before training
         try:
-            self._run = self._start(args, state, kwargs.get("model"), kwargs.get("train_dataloader"))
+            self._run = self._start(args, state, kwargs.get("model"), kwargs.get("train_dataloader"), planning)
         except Exception as exc:  # noqa: BLE001 - bookkeeping must never stop the user's training
             self._note(f"not recorded: {type(exc).__name__}: {exc}")
             return
         run, choice = self._run, self._choice_used
         assert choice is not None
         ex = run.expectation
-        trace = [*choice.trace, *ex.notes]
+        trace = [*(choice.trace if self.verbose else choice.opening()), *planning, *ex.notes]
         planned = ex.planned_s
-        steps = int(ex.planned_steps) if math.isfinite(ex.planned_steps) else "unbounded"
-        trace.append(
-            f"this Trainer: {ex.plan.label}, {steps} training batches"
-            + (f", predicted {seconds_text(planned)}" if planned is not None else "")
-        )
+        trace.append(f"this Trainer: {ex.text()}")
         self._log(
             state,
             {
                 "run_id": run.run_id,
                 "plan": ex.plan.label,
+                "batch_size": ex.profile.batch_size,
+                "steps": int(ex.planned_steps) if math.isfinite(ex.planned_steps) else None,
                 "predicted_s": planned,
                 "confidence": choice.confidence,
                 "trace": trace,
             },
         )
 
-    def _start(self, args: Any, state: Any, model: Any, loader: Any) -> HostedRun:
+    def _start(self, args: Any, state: Any, model: Any, loader: Any, planning: list[str]) -> HostedRun:
         import torch
 
         from trainpilot.run.config import new_run_id
 
+        plan = plan_of_arguments(args, torch.get_num_threads())
+        batch = _train_batch_size(args, state, loader)
         choice = self.choice if self.choice is not None else last_choice(model)
         if choice is None:
-            choice = self._plan_here(args, model, loader)
+            choice = self._plan_here(args, model, loader, batch, precision="fp32")
+        elif (why := why_plan_again(choice, plan, batch)) is not None:
+            choice = self._plan_again(args, model, loader, batch, choice, why, planning)
         self._choice_used = choice
         self._device = args.device
-        plan = plan_of_arguments(args, torch.get_num_threads())
         accumulation = max(int(args.gradient_accumulation_steps), 1)
         per_epoch = _batches_per_epoch(loader, choice)
         # the Trainer has worked out its optimizer steps (state.max_steps) from its epochs or max_steps
@@ -137,13 +148,34 @@ class CallbackHooks:
         expectation = expect(choice, plan, steps_per_epoch=per_epoch, epochs_left=epochs_left, steps_left=steps_left)
         run = HostedRun(expectation, new_run_id())
         run.open()
-        self.notes.extend(run.notes)
+        for note in run.notes:  # the "running" row the history could not take
+            self._note(note)
         return run
 
-    def _plan_here(self, args: Any, model: Any, loader: Any) -> Choice:
+    def _plan_again(
+        self, args: Any, model: Any, loader: Any, batch: int | None, choice: Choice, why: str, planning: list[str]
+    ) -> Choice:
+        """The decision planned again for what this Trainer runs; where that fails, the decision as
+        it was, with a line saying the prediction is not for the Trainer's step."""
+        try:
+            again = self._plan_here(args, model, loader, batch, precision=choice.precision, objective=choice.objective)
+        except Exception as exc:  # noqa: BLE001 - the old decision still records the run
+            self._note(
+                f"{why}; planning again failed ({type(exc).__name__}: {exc}): predicted from the decision's"
+                f" batch of {choice.profile.batch_size}"
+            )
+            return choice
+        planning.append(f"{why}: one real batch of {again.profile.batch_size} profiled, every plan predicted again")
+        return again
+
+    def _plan_here(
+        self, args: Any, model: Any, loader: Any, batch: int | None, *, precision: str, objective: str | None = None
+    ) -> Choice:
         """Plan the model as `choose` would, on a CPU copy (the model is on its device already) and the
-        Trainer's training set and collator."""
+        Trainer's training set, collator and batch size."""
         import copy
+
+        import torch
 
         if model is None or loader is None:
             raise ValueError("the Trainer gave the callback no model or training DataLoader to plan")
@@ -155,18 +187,23 @@ class CallbackHooks:
         def cpu_copy() -> Any:
             return copy.deepcopy(model).to("cpu")
 
-        precision, note = allowed_precision(args, "fp32")
-        choice = plan_model(
-            model,
-            dataset,
-            args=args,
-            data_collator=collator,
-            epochs=max(math.ceil(float(args.num_train_epochs)), 1),
-            objective=self.objective,
-            precision=precision,
-            notes=[note] if note else [],
-            profiled=cpu_copy,
-        )
+        allowed, note = allowed_precision(args, precision)
+        threads = torch.get_num_threads()  # the Trainer's run keeps the threads it was given
+        try:
+            choice = plan_model(
+                model,
+                dataset,
+                args=args,
+                data_collator=collator,
+                epochs=max(math.ceil(float(args.num_train_epochs)), 1),
+                objective=objective or self.objective,
+                precision=allowed,
+                notes=[note] if note else [],
+                profiled=cpu_copy,
+                batch_size=batch,
+            )
+        finally:
+            torch.set_num_threads(threads)
         remember(model, choice)
         return choice
 
@@ -182,9 +219,11 @@ class CallbackHooks:
         try:
             self.result = run.finish(status)
         except Exception as exc:  # noqa: BLE001 - bookkeeping must never stop the user's training
-            self._note(f"not recorded: {type(exc).__name__}: {exc}")
+            self._note(f"run {run.run_id} not recorded as {status}: {type(exc).__name__}: {exc}")
             return
-        self.notes.extend(n for n in run.notes if n not in self.notes)
+        for note in run.notes:  # what the history could not take: said, not only kept
+            if note not in self.notes:
+                self._note(note)
         result = self.result
         self._log(
             self._state,
@@ -253,7 +292,7 @@ class CallbackHooks:
         try:
             decision = rethink_hosted(run, choice, lambda plan: runnable(plan, taken))
         except Exception as exc:  # noqa: BLE001 - a report must never stop the user's training
-            self.notes.append(f"no re-think: {type(exc).__name__}: {exc}")
+            self._note(f"no rethink after epoch {run.clock.epochs}: {type(exc).__name__}: {exc}")
             return
         if decision is None:
             return
@@ -270,8 +309,10 @@ class CallbackHooks:
     # ------------------------------------------------------------------ telling the user
 
     def _note(self, message: str) -> None:
+        """What TrainPilot could not do or record: in `notes`, as a warning, and in the log history."""
         self.notes.append(message)
         warnings.warn(f"TrainPilot: {message}", RuntimeWarning, stacklevel=2)
+        self._log(self._state, {"note": message})
 
     def _log(self, state: Any, figures: dict[str, Any]) -> None:
         """One entry in the Trainer's log history (saved with its trainer_state.json), at the step it
@@ -280,6 +321,16 @@ class CallbackHooks:
             return
         entry = {f"{PREFIX}{key}": value for key, value in figures.items()}
         state.log_history.append({**entry, "step": state.global_step})
+
+
+def _train_batch_size(args: Any, state: Any, loader: Any) -> int | None:
+    """The batch the Trainer trains on: the one its loop set (auto_find_batch_size may have lowered
+    it), else its DataLoader's, else the arguments'."""
+    for found in (getattr(state, "train_batch_size", None), getattr(loader, "batch_size", None)):
+        if isinstance(found, int) and found > 0:
+            return found
+    size = getattr(args, "train_batch_size", None)
+    return int(size) if size else None
 
 
 def _batches_per_epoch(loader: Any, choice: Choice) -> float:

@@ -49,11 +49,21 @@ class Choice:
     objective: str
     precision: str
     profile: WorkloadProfile
-    trace: tuple[str, ...]
+    trace: tuple[str, ...]  # the long form: the agent's every line (each plan's), then `notes`
     report: dict[str, Any] = field(repr=False, compare=False)  # trainpilot.plan's report: every plan's row
+    notes: tuple[str, ...] = ()  # what the Trainer adds to the agent's decision: its arguments, what it cannot run
 
     def training_arguments(self) -> dict[str, Any]:
         return dict(self.arguments)
+
+    def opening(self) -> list[str]:
+        """The compact form of the trace: the decision, its table and reasons as `trainpilot headless
+        run` opens with them (hosted/opening.py), then `notes`."""
+        from trainpilot.hosted.opening import opening_lines
+
+        summary = self.report.get("summary")
+        head = opening_lines(summary) if summary else [line for line in self.trace if line.startswith("decision:")]
+        return [*head, *self.notes]
 
 
 _CHOICES: Decisions[Choice] = Decisions()
@@ -77,21 +87,27 @@ def choose(
     epochs: int | None = None,
     objective: str = "time",
     precision: str = "fp32",
+    batch_size: int | None = None,
 ) -> dict[str, Any]:
     """The `TrainingArguments` fields of the plan the agent picks for `model` on `train_dataset`:
 
-        args = TrainingArguments(output_dir="out", **choose(model, train_dataset))
+        args = TrainingArguments(output_dir="out", per_device_train_batch_size=64,
+                                 **choose(model, train_dataset, batch_size=64))
         args = dataclasses.replace(args, **choose(model, train_dataset, args=args))  # arguments made already
 
     Call it before the Trainer is built (the arguments fix the device when they are made). For a CPU
     plan it sets torch's thread count in this process. `args`: the arguments the Trainer will get
     (their batch size, epochs, optimizer and gradient clipping are planned; without them, the
-    TrainingArguments defaults). `data_collator`: the Trainer's (default: transformers'
-    `default_data_collator`). `epochs`: what the prediction covers (default the arguments'
-    `num_train_epochs`, rounded up). `precision`: what the run may use, fp32 (default) | auto | bf16 |
-    fp16; mixed precision is chosen only where the device runs it natively; arguments that set
-    bf16/fp16 themselves allow that precision. Returns use_cpu, dataloader_num_workers,
-    dataloader_pin_memory, dataloader_persistent_workers, bf16, fp16 and torch_compile.
+    TrainingArguments defaults). `batch_size`: the Trainer's `per_device_train_batch_size`, where
+    `args` are not made yet. The step is profiled at the batch the Trainer trains only when one of
+    the two says it: without either, choose() plans at TrainingArguments' default (8) and its trace
+    says so; a `TrainPilotCallback` then profiles the Trainer's own batch when training starts.
+    `data_collator`: the Trainer's (default: transformers' `default_data_collator`). `epochs`: what
+    the prediction covers (default the arguments' `num_train_epochs`, rounded up). `precision`: what
+    the run may use, fp32 (default) | auto | bf16 | fp16; mixed precision is chosen only where the
+    device runs it natively; arguments that set bf16/fp16 themselves allow that precision. Returns
+    use_cpu, dataloader_num_workers, dataloader_pin_memory, dataloader_persistent_workers, bf16, fp16
+    and torch_compile.
     """
     import torch
 
@@ -100,7 +116,15 @@ def choose(
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
         raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
     allowed, note = allowed_precision(args, precision)
+    notes = [note] if note else []
+    if args is None and batch_size is None:
+        notes.append(
+            f"planned at batch {setting(None, 'per_device_train_batch_size')}, TrainingArguments' default:"
+            " choose(..., args=) or batch_size= plans the Trainer's own (TrainPilotCallback profiles it at its start)"
+        )
     choice = plan_model(
         model,
         train_dataset,
@@ -109,7 +133,8 @@ def choose(
         epochs=epochs if epochs is not None else planned_epochs(args),
         objective=objective,
         precision=allowed,
-        notes=[note] if note else [],
+        notes=notes,
+        batch_size=batch_size,
     )
     if choice.threads:
         torch.set_num_threads(choice.threads)
@@ -152,13 +177,17 @@ def plan_model(
     precision: str,
     notes: list[str] | None = None,
     profiled: Any = None,
+    batch_size: int | None = None,
 ) -> Choice:
-    """Profile and plan `model` on `train_dataset` as a Trainer with `args` trains it. `profiled`:
-    what to profile instead of a copy of the model (the callback passes a factory of a CPU copy of a
-    model already on its device)."""
+    """Profile and plan `model` on `train_dataset` as a Trainer with `args` trains it, on batches of
+    `batch_size` (default the arguments' `per_device_train_batch_size`). `profiled`: what to profile
+    instead of a copy of the model (the callback passes a factory of a CPU copy of a model already on
+    its device)."""
     from trainpilot.agent.planning import plan_job
 
-    job = trainer_job(model, train_dataset, args=args, data_collator=data_collator, profiled=profiled)
+    job = trainer_job(
+        model, train_dataset, args=args, data_collator=data_collator, profiled=profiled, batch_size=batch_size
+    )
     # keeps the user's random state; PyTorch's layout, as the Trainer runs the model as written
     report = plan_job(
         "job", None, epochs=epochs, objective=objective, job=job, memory_format="contiguous", precision=precision
@@ -166,7 +195,15 @@ def plan_model(
     return choice_from(report, epochs=epochs, objective=objective, precision=precision, notes=notes or [])
 
 
-def trainer_job(model: Any, train_dataset: Any, *, args: Any, data_collator: Any, profiled: Any = None) -> Job:
+def trainer_job(
+    model: Any,
+    train_dataset: Any,
+    *,
+    args: Any,
+    data_collator: Any,
+    profiled: Any = None,
+    batch_size: int | None = None,
+) -> Job:
     """The Job a Trainer's training is: the collated batches of `train_dataset`, the model's own loss
     as `compute_loss` takes it, the arguments' optimizer. The training set is its own validation data
     too, so planning holds nothing out: the Trainer trains on all of it, and evaluation is not timed."""
@@ -186,7 +223,7 @@ def trainer_job(model: Any, train_dataset: Any, *, args: Any, data_collator: Any
         train_dataset,
         step=trainer_step,
         optimizer=optimizer_factory(args),
-        batch_size=int(setting(args, "per_device_train_batch_size")),
+        batch_size=int(batch_size if batch_size is not None else setting(args, "per_device_train_batch_size")),
         collate_fn=collator,
         val_data=train_dataset,
         name=type(model).__name__,
@@ -269,7 +306,7 @@ def choice_from(
     chosen = report["chosen"]
     plan = Plan.from_dict(chosen)
     predicted, confidence = chosen.get("predicted_s"), chosen.get("confidence")
-    trace = [*report.get("trace", ()), *(notes or [])]
+    lines = list(notes or [])  # the Trainer's own lines, said in the long and the compact trace alike
     if not runnable(plan, taken):
         row = best_runnable(report["plans"], objective, taken)
         if row is not None:
@@ -277,20 +314,17 @@ def choice_from(
             predicted, confidence = row.get("predicted_s"), None
         else:
             runner_up, predicted, confidence = Plan("cpu", threads=torch.get_num_threads()), None, None
-        trace.append(
+        lines.append(
             f"a Hugging Face Trainer cannot run {plan.label}: the best plan it runs is {runner_up.label}"
             + (f", predicted {seconds_text(predicted)}" if predicted is not None else "")
         )
         plan = runner_up
     arguments = training_arguments(plan, taken)
-    line = "Hugging Face: TrainingArguments(" + ", ".join(f"{k}={v!r}" for k, v in arguments.items()) + ")"
-    if plan.backend == "cpu" and plan.threads:
-        line += f", torch.set_num_threads({plan.threads})"
-    trace.append(line)
+    lines.append(arguments_line(arguments, plan))
     if plan.is_compiled:
-        trace.append("torch_compile: the compile is predicted to pay for itself within these epochs")
+        lines.append("torch_compile: the compile is predicted to pay for itself within these epochs")
     if plan.backend == "cuda" and torch.cuda.device_count() > 1:
-        trace.append(
+        lines.append(
             f"this machine has {torch.cuda.device_count()} CUDA devices: a Trainer uses all of them"
             " (nn.DataParallel) unless CUDA_VISIBLE_DEVICES=0 is set before it starts; the plan is for one"
         )
@@ -306,6 +340,19 @@ def choice_from(
         objective=objective,
         precision=precision,
         profile=replace(profile, epochs=epochs),
-        trace=tuple(trace),
+        trace=(*report.get("trace", ()), *lines),
         report=report,
+        notes=tuple(lines),
     )
+
+
+def arguments_line(arguments: dict[str, Any], plan: Plan) -> str:
+    """'Hugging Face: TrainingArguments(use_cpu=True, dataloader_num_workers=0; the other 5 decided
+    fields False), torch.set_num_threads(2)': what was set, and the switches left off counted."""
+    said = [f"{k}={v!r}" for k, v in arguments.items() if v is not False]
+    off = len(arguments) - len(said)
+    line = "Hugging Face: TrainingArguments(" + ", ".join(said)
+    line += f"; the other {off} decided fields False)" if off else ")"
+    if plan.backend == "cpu" and plan.threads:
+        line += f", torch.set_num_threads({plan.threads})"
+    return line
