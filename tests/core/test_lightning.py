@@ -14,7 +14,6 @@ from trainpilot.lightning import INSTALL_HINT, trainer_arguments
 from trainpilot.lightning.mapping import best_runnable, plan_of_device, row_for
 from trainpilot.plans import Plan
 
-
 pytestmark = pytest.mark.usefixtures("threads_kept")
 
 
@@ -134,6 +133,48 @@ def test_the_callback_alone_plans_and_records(home, tmp_path):
     assert run.plan.threads == torch.get_num_threads()
     assert run.profile["dataset_size"] == 4 * 32  # the batches the Trainer trains, not the whole set
     assert last_choice(module) is not None and next(module.parameters()).device.type == "cpu"
+
+
+def _hparams(tmp_path):
+    import yaml
+
+    return yaml.safe_load((tmp_path / "logs" / "lightning_logs" / "version_0" / "hparams.yaml").read_text())
+
+
+def test_a_fit_on_other_batches_than_choose_profiled_is_predicted_at_them(home, tmp_path):
+    L, MLP, RandomData = _lightning_classes()
+    from torch.utils.data import DataLoader
+
+    from trainpilot.lightning import TrainPilotCallback, choose, last_choice
+
+    module, dm = MLP(), RandomData()
+    args = choose(module, dm, epochs=2)
+    assert last_choice(module).profile.batch_size == 32
+    callback = TrainPilotCallback()
+    _trainer(L, tmp_path, callback, **args).fit(module, train_dataloaders=DataLoader(dm.train, batch_size=128))
+
+    [run] = _runs()
+    assert callback.result["batch_size"] == 128 and run.profile["batch_size"] == 128
+    assert callback.result["steps"] == 2 * 4 and run.predicted_s > 0
+    assert last_choice(module).profile.batch_size == 128
+    hparams = _hparams(tmp_path)
+    trace = hparams["trainpilot_trace"]
+    assert hparams["trainpilot_batch_size"] == 128 and hparams["trainpilot_steps"] == 8
+    assert any("profiled at batch 32; this Trainer trains batches of 128" in line for line in trace)
+    assert trace[0].startswith("decision: ") and all(len(line) <= 160 for line in trace)
+    assert trace[-1].startswith("this fit: cpu (") and "batches of 128, 8 training batches (2 epochs of 4)" in trace[-1]
+
+
+def test_a_bf16_mixed_fit_is_predicted_in_bf16(home, tmp_path):
+    L, MLP, RandomData = _lightning_classes()
+    from trainpilot.lightning import TrainPilotCallback, choose
+
+    module, dm = MLP(), RandomData()
+    callback = TrainPilotCallback()
+    _trainer(L, tmp_path, callback, precision="bf16-mixed", **choose(module, dm)).fit(module, dm)
+    [run] = _runs()
+    assert run.plan.precision == "bf16" and run.predicted_s > 0  # the row for the precision the fit ran in
+    assert any("weighed no bf16 plan" in line for line in _hparams(tmp_path)["trainpilot_trace"])
 
 
 def test_import_works_without_lightning_and_using_it_says_how_to_install():

@@ -13,10 +13,11 @@ import warnings
 from typing import Any
 
 from trainpilot.hosted.plan_rows import plan_of_device
+from trainpilot.hosted.planned_for import why_plan_again
 from trainpilot.hosted.record import HostedRun, expect
 from trainpilot.lightning.choice import Choice, last_choice, plan_module, remember
+from trainpilot.lightning.mapping import fit_precision
 from trainpilot.lightning.requirement import require_lightning
-from trainpilot.units import seconds as seconds_text
 
 
 class CallbackHooks:
@@ -24,65 +25,82 @@ class CallbackHooks:
 
     choice: the decision to record against; default the one `choose` made for the module, else the
     callback plans the module itself when training starts (profiling a CPU copy of it on the
-    Trainer's training DataLoader), so the history still gets a predicted time.
+    Trainer's training DataLoader), so the history still gets a predicted time. A decision profiled
+    at another batch size than the Trainer's DataLoader gives, or in fp32 for a fit in "bf16-mixed"
+    or "16-mixed", is planned again the same way when training starts.
 
-    After the fit, `result` holds the recorded figures (run_id, status, plan, predicted_s, actual_s,
-    epochs_done, steps) and `notes` what could not be done. A fit that raises is recorded as
+    verbose: the logged trace in the long form (every plan's line, every reason), not the compact
+    opening `trainpilot headless run` prints.
+
+    After the fit, `result` holds the recorded figures (run_id, status, plan, batch_size,
+    predicted_s, actual_s, epochs_done, steps) and `notes` what could not be done (each also a
+    warning and, where a logger takes it, `trainpilot_notes`). A fit that raises is recorded as
     "failed" (Ctrl-C: "interrupted"). Runs on one device are recorded; a multi-process fit is not.
     """
 
-    def __init__(self, choice: Choice | None = None, *, objective: str = "time") -> None:
+    def __init__(self, choice: Choice | None = None, *, objective: str = "time", verbose: bool = False) -> None:
         super().__init__()
         self.choice = choice
         self.objective = objective
+        self.verbose = verbose
         self.result: dict[str, Any] | None = None
         self.notes: list[str] = []
         self._run: HostedRun | None = None
+        self._choice_used: Choice | None = None
+        self._trainer: Any = None
 
     # ------------------------------------------------------------------ the fit's start and end
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        self._run, self.result = None, None
+        self._run, self.result, self._trainer = None, None, trainer
         if trainer.world_size > 1:
-            self._note("TrainPilot records single-device fits only; this one runs in several processes")
+            self._note("not recorded: TrainPilot records single-device fits only; this one runs in several processes")
             return
+        planning: list[str] = []  # what the callback did about the decision before training
         try:
-            self._run = self._start(trainer, pl_module)
+            self._run = self._start(trainer, pl_module, planning)
         except Exception as exc:  # noqa: BLE001 - bookkeeping must never stop the user's fit
             self._note(f"not recorded: {type(exc).__name__}: {exc}")
             return
-        run, choice = self._run, self._choice_of(pl_module)
+        run, choice = self._run, self._choice_used
         assert choice is not None
         ex = run.expectation
-        trace = [*choice.trace, *ex.notes]
-        planned = ex.planned_s
-        trace.append(
-            f"this fit: {ex.plan.label}, {int(ex.planned_steps) if math.isfinite(ex.planned_steps) else 'unbounded'}"
-            " training batches" + (f", predicted {seconds_text(planned)}" if planned is not None else "")
-        )
+        trace = [*(choice.trace if self.verbose else choice.opening()), *planning, *ex.notes]
+        trace.append(f"this fit: {ex.text()}")
         self._log(
             trainer,
             {
                 "trainpilot_run_id": run.run_id,
                 "trainpilot_plan": ex.plan.label,
-                "trainpilot_predicted_s": planned,
+                "trainpilot_batch_size": ex.profile.batch_size,
+                "trainpilot_steps": int(ex.planned_steps) if math.isfinite(ex.planned_steps) else None,
+                "trainpilot_predicted_s": ex.planned_s,
                 "trainpilot_confidence": choice.confidence,
                 "trainpilot_trace": trace,
             },
             text="\n".join(trace),
         )
 
-    def _start(self, trainer: Any, pl_module: Any) -> HostedRun:
+    def _start(self, trainer: Any, pl_module: Any, planning: list[str]) -> HostedRun:
         import torch
 
         from trainpilot.run.config import new_run_id
 
         loader = trainer.train_dataloader
         device = trainer.strategy.root_device
+        precision, unpredicted = fit_precision(trainer.precision)
+        if unpredicted:
+            planning.append(unpredicted)
+        workers = int(getattr(loader, "num_workers", 0) or 0)
+        plan = plan_of_device(device, torch.get_num_threads(), workers, precision=precision)
+        batch = getattr(loader, "batch_size", None)
+        batch = batch if isinstance(batch, int) and batch > 0 else None
         choice = self._choice_of(pl_module)
         if choice is None:
-            choice = self._plan_here(loader, pl_module)
-        plan = plan_of_device(device, torch.get_num_threads(), int(getattr(loader, "num_workers", 0) or 0))
+            choice = self._plan_here(loader, pl_module, precision)
+        elif (why := why_plan_again(choice, plan, batch)) is not None:
+            choice = self._plan_again(loader, pl_module, precision, choice, why, planning)
+        self._choice_used = choice
         max_epochs = trainer.max_epochs
         epochs_left = max_epochs - trainer.current_epoch if max_epochs is not None and max_epochs >= 0 else None
         steps_left = None
@@ -97,21 +115,48 @@ class CallbackHooks:
         )
         run = HostedRun(expectation, new_run_id())
         run.open()
-        self.notes.extend(run.notes)
+        for note in run.notes:  # the "running" row the history could not take
+            self._note(note)
         return run
 
     def _choice_of(self, pl_module: Any) -> Choice | None:
         return self.choice if self.choice is not None else last_choice(pl_module)
 
-    def _plan_here(self, loader: Any, pl_module: Any) -> Choice:
-        """Plan the module as `choose` would, on a CPU copy: the module is on its device already."""
+    def _plan_again(
+        self, loader: Any, pl_module: Any, precision: str | None, choice: Choice, why: str, planning: list[str]
+    ) -> Choice:
+        """The decision planned again for what this fit runs; where that fails, the decision as it
+        was, with a line saying the prediction is not for the fit's step."""
+        try:
+            again = self._plan_here(loader, pl_module, precision, objective=choice.objective)
+        except Exception as exc:  # noqa: BLE001 - the old decision still records the fit
+            self._note(
+                f"{why}; planning again failed ({type(exc).__name__}: {exc}): predicted from the decision's"
+                f" batch of {choice.profile.batch_size}"
+            )
+            return choice
+        planning.append(f"{why}: one real batch of {again.profile.batch_size} profiled, every plan predicted again")
+        return again
+
+    def _plan_here(
+        self, loader: Any, pl_module: Any, precision: str | None = None, *, objective: str | None = None
+    ) -> Choice:
+        """Plan the module as `choose` would, on a CPU copy (the module is on its device already) and
+        the Trainer's training DataLoader."""
         import copy
+
+        import torch
 
         def cpu_copy() -> Any:
             return copy.deepcopy(pl_module).to("cpu")  # a LightningModule's copy leaves its Trainer behind
 
-        epochs = 1
-        choice = plan_module(pl_module, loader, epochs=epochs, objective=self.objective, model=cpu_copy)
+        threads = torch.get_num_threads()  # the fit keeps the threads it was given
+        try:
+            choice = plan_module(
+                pl_module, loader, epochs=1, objective=objective or self.objective, model=cpu_copy, precision=precision
+            )
+        finally:
+            torch.set_num_threads(threads)
         remember(pl_module, choice)
         return choice
 
@@ -130,9 +175,11 @@ class CallbackHooks:
         try:
             self.result = run.finish(status)
         except Exception as exc:  # noqa: BLE001 - bookkeeping must never stop the user's fit
-            self._note(f"not recorded: {type(exc).__name__}: {exc}")
+            self._note(f"run {run.run_id} not recorded as {status}: {type(exc).__name__}: {exc}")
             return
-        self.notes.extend(n for n in run.notes if n not in self.notes)
+        for note in run.notes:  # what the history could not take: said, not only kept
+            if note not in self.notes:
+                self._note(note)
         result = self.result
         self._log(
             trainer,
@@ -170,12 +217,16 @@ class CallbackHooks:
     # ------------------------------------------------------------------ telling the user
 
     def _note(self, message: str) -> None:
+        """What TrainPilot could not do or record: in `notes`, as a warning, and to the loggers."""
         self.notes.append(message)
         warnings.warn(f"TrainPilot: {message}", RuntimeWarning, stacklevel=2)
+        if self._trainer is not None:
+            self._log(self._trainer, {"trainpilot_notes": list(self.notes)}, noting=False)
 
-    def _log(self, trainer: Any, params: dict[str, Any], text: str | None = None) -> None:
+    def _log(self, trainer: Any, params: dict[str, Any], text: str | None = None, *, noting: bool = True) -> None:
         """Give every logger of the Trainer `params` as hyperparameters (CSVLogger: hparams.yaml) and,
-        to TensorBoard, the trace as text."""
+        to TensorBoard, the trace as text. A logger that fails is noted (`noting`: and told the note
+        too, where it is not a note it failed to take already)."""
         require_lightning()
         from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -185,7 +236,12 @@ class CallbackHooks:
                 if text and isinstance(logger, TensorBoardLogger):
                     logger.experiment.add_text("trainpilot/trace", text.replace("\n", "  \n"), trainer.global_step)
             except Exception as exc:  # noqa: BLE001 - one logger's failure must not stop the fit or the others
-                self.notes.append(f"{type(logger).__name__} did not take TrainPilot's figures: {exc}")
+                message = f"{type(logger).__name__} did not take TrainPilot's {', '.join(params)}: {exc}"
+                if noting:
+                    self._note(message)
+                else:
+                    self.notes.append(message)
+                    warnings.warn(f"TrainPilot: {message}", RuntimeWarning, stacklevel=2)
 
 
 _CLASS: type | None = None

@@ -48,12 +48,23 @@ class Choice:
     epochs: int
     objective: str
     profile: WorkloadProfile
-    trace: tuple[str, ...]
+    trace: tuple[str, ...]  # the long form: the agent's every line (each plan's), then `notes`
     report: dict[str, Any] = field(repr=False, compare=False)  # trainpilot.plan's report: every plan's row
+    notes: tuple[str, ...] = ()  # what Lightning adds to the agent's decision: its arguments, what it cannot run
+    precision: str | None = None  # the mixed precision planned (the Trainer's own bf16-mixed/16-mixed), None: fp32
 
     def trainer_arguments(self) -> dict[str, Any]:
         devices = list(self.devices) if isinstance(self.devices, list) else self.devices
         return {"accelerator": self.accelerator, "devices": devices}
+
+    def opening(self) -> list[str]:
+        """The compact form of the trace: the decision, its table and reasons as `trainpilot headless
+        run` opens with them (hosted/opening.py), then `notes`."""
+        from trainpilot.hosted.opening import opening_lines
+
+        summary = self.report.get("summary")
+        head = opening_lines(summary) if summary else [line for line in self.trace if line.startswith("decision:")]
+        return [*head, *self.notes]
 
 
 _CHOICES: Decisions[Choice] = Decisions()
@@ -133,15 +144,26 @@ def _defines(module: Any, hook: str) -> bool:
     return own is not None and own is not getattr(pl.LightningModule, hook, None)
 
 
-def plan_module(module: Any, loader: Any, *, epochs: int, objective: str, model: Any = None) -> Choice:
-    """Profile and plan `module` on `loader`. `model`: what to profile instead of a copy of the
-    module (the callback passes a factory of a CPU copy of a module already on its device)."""
+def plan_module(
+    module: Any, loader: Any, *, epochs: int, objective: str, model: Any = None, precision: str | None = None
+) -> Choice:
+    """Profile and plan `module` on `loader` (its batches, at its batch size). `model`: what to
+    profile instead of a copy of the module (the callback passes a factory of a CPU copy of a module
+    already on its device). `precision`: the mixed precision the Trainer autocasts in (None: fp32)."""
     from trainpilot.agent.planning import plan_job
 
     job = lightning_job(module, loader, model=model)
     # keeps the user's random state; PyTorch's layout, as the Trainer runs the module as written
-    report = plan_job("job", None, epochs=epochs, objective=objective, job=job, memory_format="contiguous")
-    return choice_from(report, epochs=epochs, objective=objective)
+    report = plan_job(
+        "job",
+        None,
+        epochs=epochs,
+        objective=objective,
+        job=job,
+        memory_format="contiguous",
+        precision=precision or "fp32",
+    )
+    return choice_from(report, epochs=epochs, objective=objective, precision=precision)
 
 
 def lightning_job(module: Any, loader: Any, *, model: Any = None) -> Job:
@@ -191,15 +213,15 @@ def first_optimizer(configured: Any) -> Any:
     return None
 
 
-def choice_from(report: dict[str, Any], *, epochs: int, objective: str) -> Choice:
+def choice_from(report: dict[str, Any], *, epochs: int, objective: str, precision: str | None = None) -> Choice:
     """The decision in `report` (trainpilot.plan's), moved to the best plan Lightning can run when
-    the agent chose one of TrainPilot's own loops."""
+    the agent chose one of TrainPilot's own loops. `precision`: the Trainer's autocast (None: fp32)."""
     chosen = report["chosen"]
     plan = Plan.from_dict(chosen)
     predicted, confidence = chosen.get("predicted_s"), chosen.get("confidence")
-    trace = list(report.get("trace", ()))
-    if not runnable(plan):
-        row = best_runnable(report["plans"], objective)
+    lines: list[str] = []  # Lightning's own lines, said in the long and the compact trace alike
+    if not runnable(plan, precision):
+        row = best_runnable(report["plans"], objective, precision)
         if row is not None:
             runner_up = Plan.from_dict(row)
             predicted, confidence = row.get("predicted_s"), None
@@ -207,7 +229,7 @@ def choice_from(report: dict[str, Any], *, epochs: int, objective: str) -> Choic
             import torch
 
             runner_up, predicted, confidence = Plan("cpu", threads=torch.get_num_threads()), None, None
-        trace.append(
+        lines.append(
             f"Lightning cannot run {plan.label} (a TrainPilot loop): the best plan a Trainer runs is"
             f" {runner_up.label}" + (f", predicted {seconds_text(predicted)}" if predicted is not None else "")
         )
@@ -218,7 +240,7 @@ def choice_from(report: dict[str, Any], *, epochs: int, objective: str) -> Choic
         line += f", torch.set_num_threads({plan.threads})"
     if plan.loader_workers:
         line += f"; the plan loads batches with DataLoader(num_workers={plan.loader_workers})"
-    trace.append(line)
+    lines.append(line)
     profile = WorkloadProfile.from_dict(report["workload"])
     return Choice(
         plan=plan,
@@ -231,6 +253,8 @@ def choice_from(report: dict[str, Any], *, epochs: int, objective: str) -> Choic
         epochs=epochs,
         objective=objective,
         profile=replace(profile, epochs=epochs),
-        trace=tuple(trace),
+        trace=(*report.get("trace", ()), *lines),
         report=report,
+        notes=tuple(lines),
+        precision=precision,
     )
