@@ -58,11 +58,32 @@ def usable_cpus() -> int:
         return psutil.cpu_count(logical=True) or 1
 
 
+# The CPUs this process was given before it pinned itself to one rank's slice of them (None: not
+# pinned). A rank still runs on the machine the launch saw: set by parallel/rank_env.pin_to.
+_cpus_before_pinning: int | None = None
+
+
+def note_pinned(cpus_before: int) -> None:
+    """This process is about to pin itself to a rank's slice of its `cpus_before` CPUs. The machine
+    it describes from then on is still the whole one: its id keys the calibration and the history,
+    and a rank that described only its slice read no calibration and recorded its run under an id
+    no other run of this machine has (so `history` did not list it)."""
+    global _cpus_before_pinning
+    if _cpus_before_pinning is None:  # the first pinning is the one that narrowed the machine
+        _cpus_before_pinning = int(cpus_before)
+
+
+def machine_cpus() -> int:
+    """The CPUs of the machine as TrainPilot sees it: `usable_cpus`, or in a rank pinned to its
+    slice, what the process had before (`note_pinned`)."""
+    return _cpus_before_pinning or usable_cpus()
+
+
 def describe_machine(backends: Iterable[Any] = ()) -> HardwareInfo:
     """This machine, with the availability of each of `backends` (objects with `name` and
     `availability()`; the backends package passes its own: backends.probe)."""
     processor = cpu_model_name()
-    logical = usable_cpus()
+    logical = machine_cpus()
     key = f"{socket.gethostname()}|{platform.system()}|{platform.machine()}|{processor}|{logical}"
     availability: dict[str, Availability] = {}
     for backend in backends:

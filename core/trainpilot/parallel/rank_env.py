@@ -69,4 +69,7 @@ def local_cores(info: RankInfo) -> list[int] | None:
 
 def pin_to(cores: list[int] | None) -> None:
     if cores and hasattr(os, "sched_setaffinity"):
+        from trainpilot.machine.probe import note_pinned
+
+        note_pinned(len(os.sched_getaffinity(0)))  # the rank still describes the launch's machine
         os.sched_setaffinity(0, cores)
