@@ -28,7 +28,9 @@ def child_args(options: dict[str, Any]) -> list[str]:
 def run_local_ranks(nproc: int, options: dict[str, Any], *, as_json: bool, timeout_s: float) -> NoReturn:
     from trainpilot.parallel.launch_cost import learning_launch
 
-    outcome = learning_launch(nproc, child_args(options), shutdown_timeout_s=timeout_s)
+    # a first calibration before the launch, which rank 0 predicts (as a single process's first run does)
+    say = None if options.get("quiet") else (lambda line: typer.echo(f"observe {line}", err=True))
+    outcome = learning_launch(nproc, child_args(options), shutdown_timeout_s=timeout_s, say=say)
     lead = outcome.leader.report or {}
     if as_json and lead.get("result") is not None:
         print_json(lead["result"])

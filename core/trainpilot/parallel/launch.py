@@ -93,12 +93,18 @@ def launched_by_trainpilot() -> bool:
 
 
 def launch_local(
-    nproc: int, args: list[str], *, shutdown_timeout_s: float = 30.0, entrypoint: str | None = None
+    nproc: int,
+    args: list[str],
+    *,
+    shutdown_timeout_s: float = 30.0,
+    entrypoint: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> LaunchOutcome:
     """Run `python <args>` as `nproc` ranks of one group on this machine and wait for all of them.
 
     `shutdown_timeout_s`: how long the agent lets the surviving ranks finish after one failed (rank
-    0 checkpoints then) before it kills them."""
+    0 checkpoints then) before it kills them. `env`: variables the ranks start with besides this
+    process's own (launch_forecast.py's load)."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -124,18 +130,21 @@ def launch_local(
             logs_specs=logs,
             shutdown_timeout=int(max(1, round(shutdown_timeout_s))),
         )
-        previous = os.environ.get(REPORTS_ENV)
-        os.environ[REPORTS_ENV] = reports
+        # the spawned ranks inherit this process's environment: set for the launch, then put back
+        given = {**(env or {}), REPORTS_ENV: reports}
+        previous = {name: os.environ.get(name) for name in given}
+        os.environ.update(given)
         try:
             elastic_launch(config, entrypoint or sys.executable)(*args)
         except ChildFailedError as exc:
             failures = {int(rank): int(f.exitcode) for rank, f in exc.failures.items()}
         finally:
             quiet.setLevel(level)
-            if previous is None:
-                os.environ.pop(REPORTS_ENV, None)
-            else:
-                os.environ[REPORTS_ENV] = previous
+            for name, value in previous.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         outcomes = tuple(RankOutcome(r, failures.get(r), _read(Path(reports) / f"rank-{r}.json")) for r in range(nproc))
     return LaunchOutcome(outcomes)
 

@@ -11,7 +11,8 @@ builds a large data set pays more), so a launch is recorded without it:
     predicted  = median of the recent records + this job's preparation, as planning measured it
 
 Until a launch has been recorded the base falls back to the loopback figure and says so. Every
-successful launch records (the CLI's `--nproc` and `fit(..., nproc=N)` alike).
+successful launch records (the CLI's `--nproc` and `fit(..., nproc=N)` alike), and before it starts
+the ranks, readies what rank 0 needs to predict it (`ready_to_predict`, launch_forecast.py).
 
 Stored beside the calibration, one small JSON file per TRAINPILOT_HOME, keyed by rank count: the
 ranks are launched from this home, so its launches are the ones to learn from.
@@ -23,13 +24,17 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainpilot.units import seconds as fmt_s
+
 if TYPE_CHECKING:
     from trainpilot.parallel.link import Link
 
+LOAD_ENV = "TRAINPILOT_LAUNCH_BUSY_CORES"  # the machine's busy cores the launching process saw
 KEEP = 8  # recent launches kept per rank count: enough for a median, short enough to follow changes
 FILE = "launch-overhead.json"
 
@@ -81,16 +86,54 @@ def launch_base(launch_s: float, actual_s: float, prepare_s: float = 0.0) -> flo
     return launch_s - actual_s - prepare_s
 
 
-def learning_launch(nproc: int, args: list[str], *, shutdown_timeout_s: float) -> Any:
+def learning_launch(
+    nproc: int, args: list[str], *, shutdown_timeout_s: float, say: Callable[[str], None] | None = None
+) -> Any:
     """`parallel.launch.launch_local`, timed: a successful launch notes its wall time in rank 0's
-    result and records what it cost for the next prediction (the CLI's `--nproc` and `fit` alike)."""
+    result and records what it cost for the next prediction (the CLI's `--nproc` and `fit` alike).
+    First what rank 0 needs to predict the launch is readied (`ready_to_predict`; `say` tells a
+    first calibration), outside the time the launch is learnt by."""
     from trainpilot.parallel.launch import launch_local
 
+    env = ready_to_predict(say)
     started = time.perf_counter()
-    outcome = launch_local(nproc, args, shutdown_timeout_s=shutdown_timeout_s)
+    outcome = launch_local(nproc, args, shutdown_timeout_s=shutdown_timeout_s, env=env)
     if outcome.ok:
         learn_from_launch(nproc, time.perf_counter() - started, (outcome.leader.report or {}).get("result"))
     return outcome
+
+
+def ready_to_predict(say: Callable[[str], None] | None = None) -> dict[str, str]:
+    """In the launching process, before the ranks start: calibrate a machine seen for the first time
+    and measure its loopback once (both only where first-sight calibration is on, as for a single
+    process's first run), then observe the load. Returns the variables the ranks are started with."""
+    from trainpilot.backends import probe
+    from trainpilot.machine.monitor import measure_load
+    from trainpilot.predict import CostModel
+    from trainpilot.predict.auto import auto_calibration_enabled, ensure_calibrated
+
+    tell = say or (lambda _line: None)
+    hardware = probe()
+    if auto_calibration_enabled():
+        try:
+            cost = CostModel.open(hardware=hardware)
+            if not cost.is_calibrated:
+                tell("first run on this machine: a quick calibration of the cost model, to predict the launch")
+                started = time.perf_counter()
+                ensure_calibrated(cost)
+                tell(f"calibrated in {fmt_s(time.perf_counter() - started)}")
+            _measure_loopback_once(hardware.machine_id, tell)
+        except Exception as exc:  # noqa: BLE001 - predicting is an optimisation: the launch goes on
+            tell(f"cannot ready the launch's prediction ({type(exc).__name__}: {exc}); the ranks train unpredicted")
+    return {LOAD_ENV: f"{measure_load(0.3).busy_cores:.3f}"}
+
+
+def _measure_loopback_once(machine_id: str, tell: Callable[[str], None]) -> None:
+    from trainpilot.parallel.link import cached_loopback, loopback_link
+
+    if cached_loopback(machine_id=machine_id) is None:
+        tell("measuring the loopback link the ranks all-reduce over (once on this machine)")
+        loopback_link(machine_id=machine_id)
 
 
 def learn_from_launch(nproc: int, launch_s: float, result: Any, home: str | Path | None = None) -> None:

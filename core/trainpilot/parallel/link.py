@@ -81,13 +81,9 @@ def loopback_link(home: str | Path | None = None, *, refresh: bool = False, mach
 
         machine_id = probe(include_backends=False).machine_id
     path = _cache_path(home, machine_id)
-    if not refresh and path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("version") == CACHE_VERSION:
-                return Link(**data["link"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # a damaged cache is measured again
+    cached = None if refresh else cached_loopback(home, machine_id=machine_id)
+    if cached is not None:
+        return cached
     link = measure_loopback()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -97,6 +93,22 @@ def loopback_link(home: str | Path | None = None, *, refresh: bool = False, mach
     )
     os.replace(tmp, path)
     return link
+
+
+def cached_loopback(home: str | Path | None = None, *, machine_id: str) -> Link | None:
+    """The loopback link measured here before, or None (never measured, or a damaged cache, which
+    `loopback_link` measures again). A rank reads only this: measuring inside a launch would keep
+    its peers waiting on it within their group's timeout."""
+    path = _cache_path(home, machine_id)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") == CACHE_VERSION:
+            return Link(**data["link"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
 
 
 def measure_loopback(sizes: tuple[int, ...] = (1 << 10, 1 << 18, 1 << 21, 1 << 22), repeats: int = 5) -> Link:

@@ -4,6 +4,9 @@ The same session as a single process (observe, decide, train, checkpoint, finish
 where ranks must differ or agree:
 - the plan is the launch's: every rank trains its share on its own plan ("ddp-N"), no calibration
   run and no backend switch mid-run (ranks would time each other, or diverge);
+- the prediction is the launch's too, as `plan --nproc` makes it (parallel/launch_forecast.py), in
+  every epoch line, the result and the history row; the rank describes the machine the launch saw
+  (machine/probe.note_pinned), so it reads that machine's calibration and records under its id;
 - rank 0 reads a checkpoint to resume and sends it to the others (no shared disk needed), writes
   every checkpoint, and alone records the run in the history: the run is recorded once;
 - a stop asked of any rank (Ctrl-C, SIGTERM) travels with the next step's all-reduce, so all ranks
@@ -51,6 +54,8 @@ class RankStrategy(RunStrategy):
         self._on_stop = on_stop or (lambda: None)
         self.weight_spread: float | None = None
         self.writes_checkpoints = group.info.is_leader
+        self.prepare_s: Any = lambda: 0.0  # the session's preparation of the job (distributed_session sets it)
+        self.launch: Any = None  # launch_forecast.LaunchForecast of the plan chosen
 
     def configure(self, config: SessionConfig) -> SessionConfig:
         return config if self.group.info.is_leader else replace(config, record_history=False)
@@ -95,12 +100,34 @@ class RankStrategy(RunStrategy):
         if rank_plan.precision == "fp16":  # DDP's backward here runs without a loss scaler
             raise ConfigError("--precision fp16 with --nproc: ranks train without a loss scaler; use bf16 or fp32")
         plan = ddp_plan(rank_plan, self.group.world_size)
+        self.launch = self._predict_launch(plan, rank_plan, agent, profile)
         return PlanChoice(
             plan,
             "launch",
             f"{self.group.world_size} ranks over {self.group.backend}, {rank_plan.short_label} each"
-            f" (this is rank {self.group.rank})",
+            f" (this is rank {self.group.rank}); {self.launch.text()}",
         )
+
+    def _predict_launch(self, plan: Plan, rank_plan: Plan, agent: Any, profile: Any) -> Any:
+        from trainpilot.parallel.launch_forecast import predict_launch
+
+        observed = (getattr(agent, "hardware_state", None) or {}).get("busy_cores", 0.0)
+        return predict_launch(
+            agent.predictor,
+            profile,
+            plan,
+            rank_plan,
+            world_size=self.group.world_size,
+            local_world_size=self.group.info.local_world_size,
+            prepare_s=float(self.prepare_s()),
+            observed_busy_cores=float(observed or 0.0),
+        )
+
+    def launch_prediction(self, plan: Plan) -> Any:
+        """The launch's prediction of `plan` (the forecast's `own`): the cost model predicts one
+        process, not this plan."""
+        prediction = getattr(self.launch, "prediction", None)
+        return prediction if prediction is not None and prediction.plan == plan else None
 
     def _with_loader_workers(self, rank_plan: Plan, agent: Any, profile: Any, decision: Any) -> Plan:
         """A Dataset job's loader workers for this rank, on its own cores (loader_plans.py); the
@@ -131,7 +158,8 @@ class RankStrategy(RunStrategy):
 
     def predicts(self, plan: Plan) -> bool:
         """The single-process cost model does not predict a multi-rank plan: asking it would
-        report the one-rank figure as the run's. `plan --cluster` predicts scale-out."""
+        report the one-rank figure as the run's. The launch's prediction stands in for it
+        (launch_prediction); `plan --cluster` predicts scale-out."""
         return ddp_world_size(plan) is None
 
     def make_trainer(
@@ -237,6 +265,7 @@ class RankStrategy(RunStrategy):
                 "share_policy": self.share_policy,
                 "speeds": speeds.to_dict() if speeds is not None else None,
                 "weight_max_abs_diff_across_ranks": self.weight_spread,
+                "prediction": self.launch.to_dict() if self.launch is not None else None,
             }
         }
 
@@ -244,4 +273,8 @@ class RankStrategy(RunStrategy):
 def distributed_session(config: SessionConfig, group: RankGroup, *, job: Any = None, **options: Any) -> TrainingSession:
     """This process's rank of a distributed run (`options`: RankStrategy's). `job`: the Job this
     process built (under torchrun, a script's own); None: the session loads `config.job`."""
-    return TrainingSession(config, strategy=RankStrategy(group, **options), job=job)
+    strategy = RankStrategy(group, **options)
+    session = TrainingSession(config, strategy=strategy, job=job)
+    strategy.prepare_s = lambda: session.prepare_s  # what the launch's start-up adds for this job
+    session.forecast.own = strategy.launch_prediction
+    return session

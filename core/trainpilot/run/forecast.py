@@ -15,10 +15,13 @@ class RunForecast:
         self.predictor: Any = None  # asked for a plan the agent did not predict (an override's)
         self.profile: Any = None
         self.predicts: Any = lambda plan: True  # a strategy may rule plans out (a multi-rank plan)
+        # ... and predict such a plan itself (a rank: the launch, parallel/launch_forecast.py)
+        self.own: Any = lambda plan: None
 
     def epoch_s(self, plan: Plan, load: Any) -> float | None:
         if not self.predicts(plan):
-            return None
+            own = self.own(plan)
+            return per_epoch_of(own, self.profile.epochs) if own is not None else None
         prediction = self.predictions.get(plan)
         if prediction is None and self.predictor is not None and self.profile is not None:
             try:
@@ -36,7 +39,7 @@ class RunForecast:
         interval, relative (predict/interval.py)."""
         from trainpilot.predict.interval import scaled
 
-        prediction = self.predictions.get(plan) if plan is not None else None
+        prediction = None if plan is None else self.predictions.get(plan) or self.own(plan)
         if prediction is None:
             return None, None
         return scaled(prediction.detail.get("interval"), prediction.predicted_s, value_s)
