@@ -97,6 +97,10 @@ def probe_consensus(records: Iterable[RunRecord]) -> dict[str, dict[str, Any]]:
     seen: dict[str, dict[str, list[float]]] = {}
     settings: dict[str, dict[tuple[str, int], list[float]]] = {}
     for rec in records:
+        if not rec.learn:
+            # only the runs learnt from agree (a row is learn = 0 until its run ends well): a run on
+            # ranks probed its step on one rank's cores (run/learning.py), not on the machine's
+            continue
         extra = rec.profile.get("extra") if isinstance(rec.profile, dict) else None
         if not isinstance(extra, dict):
             continue

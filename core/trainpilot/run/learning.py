@@ -128,9 +128,20 @@ class RunRecorder:
         met: Any,
     ) -> None:
         """Give the row its final status; the cost model learns from the run only when it trained
-        something on one plan (a run whose plan changed mid-way timed two plans at once)."""
+        something on one plan (a run whose plan changed mid-way timed two plans at once) in one
+        process (a run on ranks: below)."""
+        from trainpilot.parallel.ddp_plan import ddp_world_size
+
         one_plan = len({json.dumps(c["plan"], sort_keys=True) for c in plan_changes}) <= 1
-        learn = trained and one_plan
+        # A run on ranks is listed with the launch's prediction, but the cost model does not learn
+        # from its row: learning compares a row with the one-process roofline of its plan, which
+        # for "ddp-N" is one rank's plan training every batch alone (not N shares and an
+        # all-reduce), so its ratio would be noise; its measured error would widen the intervals
+        # of one-process plans with another model's misses; and its workload's step probes ran on
+        # one rank's cores, not the machine's, so they must not join the probes the workload's
+        # runs agree on (predict/learning.probe_consensus). What a launch teaches is learnt where
+        # it is modelled: its start-up beyond training (parallel/launch_cost.py).
+        learn = trained and one_plan and ddp_world_size(plan) is None
         row = self.row_id
         if not learn and row is None:
             return
