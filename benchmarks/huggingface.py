@@ -3,26 +3,17 @@ arguments, side by side in one run. One table, then the history those runs left.
 
     flock -x /tmp/tp-cpu.lock python benchmarks/huggingface.py           # alone: it times
     python benchmarks/huggingface.py --quick                              # smaller sets, fewer runs
+    flock -x /tmp/tp-cpu.lock python benchmarks/huggingface.py --readme   # the README's use, a Trainer's own batch
 
-Two models built from their configs (nothing is downloaded):
-
-  bert   BertForSequenceClassification, an encoder classifier on token sequences (their label: whether a
-         marker token occurs)
-  gpt2   GPT2LMHeadModel, a causal LM on token ids (labels = input_ids, shifted inside the model)
-
-In a fresh TRAINPILOT_HOME (printed; calibrated on first sight, as a user's first run is), for each model:
-
-  choose   `choose(model, train_set, args=defaults)`: the cold decision, and its prediction per epoch
-  default  `TrainingArguments` as a user writes them (output_dir, and no checkpoints or reporting for
-           either side): availability picks the device, all threads, num_workers=0, fp32
-  chosen   the same arguments with choose()'s fields, and torch's threads as choose() set them
-
-Default (D) and chosen (C) runs alternate D C C D D C ..., `--pairs` of each, `--epochs` epochs each,
-every one with TrainPilotCallback (recorded in the history against the cold decision) and an epoch
-timer. A side's time per epoch is the median of its epochs (each epoch's wall time, as the Trainer
-runs it). Printed: D and C per epoch, D/C (target: never below 0.97x), and the cold prediction's
-error against C's measured epoch (target: within 30 %). Then one plain `trainpilot.fit` of the BERT
-as a Job, so the history shows the Trainer runs beside a TrainPilot run, and `trainpilot headless history`.
+--readme times the README's use, where the Trainer has a batch size of its own that choose() is not told:
+`TrainingArguments(..., per_device_train_batch_size=64, **choose(model, train_ds, epochs=2))`, a ViT built
+from its ViTConfig (32x32 images, patches of 4; nothing downloaded) on 1,024 random 3x32x32 images, 2
+epochs, with TrainPilotCallback, each run (`--runs`, default 3) in a fresh TRAINPILOT_HOME (the cold
+prediction). Printed per run: the callback's prediction at training's start, the actual training time
+(the callback's clock, and an epoch timer beside it), the error (target: within 30 %), the epoch-end
+rethink, and the cores other work kept busy meanwhile (the lock keeps out only those who take it).
+Then the same Trainer on every thread count this machine has, measured, so the rethink's "stays" or
+"would move" is set against what a real run of the other plan took.
 """
 
 from __future__ import annotations
@@ -39,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "core"))
+
+from torch.utils.data import Dataset  # noqa: E402 - after the path to the core
 
 VOCAB, LENGTH = 1000, 64
 
@@ -179,12 +172,180 @@ def measure(name: str, samples: int, epochs: int, pairs: int, out: str) -> dict:
     }
 
 
+def vit_model():  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(0)
+    config = ViTConfig(
+        image_size=32,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        num_labels=10,
+    )
+    return ViTForImageClassification(config)
+
+
+class Images(Dataset):
+    """Random 3x32x32 images and labels as a map-style data set, defined at module level as a
+    user's is, so DataLoader workers can pickle it and the agent weighs its worker plans."""
+
+    def __init__(self, samples: int) -> None:
+        import torch
+
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(samples, 3, 32, 32, generator=g)
+        self.y = torch.randint(0, 10, (samples,), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"pixel_values": self.x[i], "labels": self.y[i]}
+
+
+def image_set(samples: int) -> Images:
+    return Images(samples)
+
+
+def vit_trainer(model, data, out: str, decided: dict, callbacks: list):  # type: ignore[no-untyped-def]
+    from transformers import PrinterCallback, Trainer, TrainingArguments
+
+    args = TrainingArguments(
+        output_dir=out,
+        num_train_epochs=2,
+        per_device_train_batch_size=64,  # the Trainer's own batch, which choose() is not told
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        logging_strategy="no",
+        **decided,
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def readme_run(index: int, samples: int, out: str) -> dict:
+    """One cold run of the README's use in a fresh TRAINPILOT_HOME."""
+    import torch
+
+    from trainpilot.huggingface import TrainPilotCallback, choose
+
+    threads_before = torch.get_num_threads()
+    os.environ["TRAINPILOT_HOME"] = tempfile.mkdtemp(prefix=f"tp-hf-readme-{index}-")
+    model, data = vit_model(), image_set(samples)
+    decided = choose(model, data, epochs=2)  # as the README calls it: no args=, so it profiles batch 8
+    timer, callback = epoch_timer(), TrainPilotCallback()
+    trainer = vit_trainer(model, data, out, decided, [timer, callback])
+    from trainpilot.machine.contention import ExternalCpuMeter
+
+    started = time.perf_counter()
+    with ExternalCpuMeter() as others:  # what the rest of the machine kept busy meanwhile
+        trainer.train()
+    train_s = time.perf_counter() - started
+    [start] = [e for e in trainer.state.log_history if "trainpilot_trace" in e]
+    result = callback.result or {}
+    row = {
+        "home": os.environ["TRAINPILOT_HOME"],
+        "plan": result.get("plan"),
+        "threads": torch.get_num_threads(),
+        "batch": start.get("trainpilot_batch_size"),
+        "steps": result.get("steps"),
+        "predicted": result.get("predicted_s"),
+        "actual": result.get("actual_s"),
+        "epochs_s": sum(timer.epochs),
+        "train_s": train_s,
+        "others_cores": others.result.cores,
+        "rethinks": list(callback.rethinks),
+        "moves": [e["trainpilot_moves"] for e in trainer.state.log_history if "trainpilot_moves" in e],
+        "trace": start["trainpilot_trace"],
+        "notes": list(callback.notes),
+    }
+    torch.set_num_threads(threads_before)
+    return row
+
+
+def measured_at(threads: int, samples: int, out: str) -> float:
+    """The same Trainer (the README's, batch 64, 2 epochs, fp32, no loader workers) on `threads`
+    threads: its epochs' wall time, measured."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    timer = epoch_timer()
+    decided = {"use_cpu": True, "dataloader_num_workers": 0}
+    vit_trainer(vit_model(), image_set(samples), out, decided, [timer]).train()
+    torch.set_num_threads(before)
+    return sum(timer.epochs)
+
+
+def readme_case(runs: int, samples: int) -> None:
+    import torch
+
+    print(
+        f"README use: ViT (32x32, patches of 4, hidden 64, 2 layers) on {samples} images, Trainer batch 64,"
+        f" 2 epochs, choose(model, train_ds, epochs=2) without args; {runs} cold run(s)\n",
+        flush=True,
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as out:
+        for index in range(runs):
+            rows.append(readme_run(index, samples, out))
+            r = rows[-1]
+            error = r["predicted"] / r["actual"] - 1 if r["predicted"] and r["actual"] else None
+            r["error"] = error
+            print(
+                f"run {index + 1}: {r['plan']}, batch {r['batch']}, {r['steps']} steps:"
+                f" predicted {r['predicted']:.3f} s, actual {r['actual']:.3f} s (epoch timer {r['epochs_s']:.3f} s),"
+                f" error {error:+.0%}; train() {r['train_s']:.2f} s; other work meanwhile"
+                f" {r['others_cores']:.2f} cores",
+                flush=True,
+            )
+            for text, moves in zip(r["rethinks"], r["moves"], strict=False):
+                print(f"  rethink ({'moves' if moves else 'stays'}): {text}")
+            for note in r["notes"]:
+                print(f"  note: {note}")
+        default_threads = torch.get_num_threads()
+        others = {t: measured_at(t, samples, out) for t in range(1, default_threads + 1)}
+    print("\nthe opening trace of the last run, as the log history holds it:")
+    for line in rows[-1]["trace"]:
+        print(f"  {line}")
+    print("\nthe same Trainer measured on each thread count (epochs' wall time):")
+    for threads, seconds in others.items():
+        print(f"  cpu×{threads}: {seconds:.3f} s")
+    errors = [r["error"] for r in rows if r["error"] is not None]
+    within = bool(errors) and max(abs(e) for e in errors) <= 0.30
+    print(
+        f"\nprediction within 30 % of actual: {'met' if within else 'MISSED'}"
+        f" (errors {', '.join(f'{e:+.0%}' for e in errors)})"
+    )
+    best = min(others, key=lambda t: others[t])
+    moved = [r for r in rows if any(r["moves"])]
+    print(
+        f"rethinks that would move: {len(moved)} of {runs}; fastest measured: cpu×{best}"
+        f" ({others[best]:.3f} s); the runs trained on {', '.join(sorted({str(r['plan']) for r in rows}))}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sets, one pair")
     parser.add_argument("--pairs", type=int, default=None, help="D/C runs of each side (default 3, quick 1)")
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--readme", action="store_true", help="only the README's use: a Trainer with its own batch")
+    parser.add_argument("--runs", type=int, default=3, help="--readme: cold runs, each in a fresh TRAINPILOT_HOME")
     opts = parser.parse_args()
+    if opts.readme:
+        from transformers.utils import logging
+
+        logging.set_verbosity_error()
+        readme_case(opts.runs, 256 if opts.quick else 1024)
+        return
     pairs = opts.pairs or (1 if opts.quick else 3)
     sizes = {"bert": 512, "gpt2": 256} if opts.quick else {"bert": 2048, "gpt2": 1024}
 
