@@ -239,7 +239,7 @@ _HEADER = '''"""{title}
     trainpilot headless plan --job {file}:make_job --epochs {epochs}
     trainpilot headless run  --job {file}:make_job --epochs {epochs}
 
-Written by benchmarks/unseen.py (seed {seed}, job {index}): {description}.
+Written by benchmarks/unseen.py (seed {seed}, job {index}): {description}.{sized}
 """
 
 import torch
@@ -417,7 +417,10 @@ def job_constants(spec: JobSpec, samples: int) -> dict[str, Any]:
 def job_source(spec: JobSpec, samples: int | None = None, epochs: int | None = None) -> str:
     """The job file's text: what a user would write for this job."""
     samples = spec.samples if samples is None else samples
-    constants = "\n".join(f"{k} = {v!r}" for k, v in job_constants(spec, samples).items())
+    constants = "\n".join(
+        f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v!r}" for k, v in job_constants(spec, samples).items()
+    )
+    sized = "" if epochs is None else f"\nSized here: {samples} samples (SAMPLES), {epochs} epoch(s)."
     regression = spec.kind == "regression"
     return (
         _HEADER.format(
@@ -427,6 +430,7 @@ def job_source(spec: JobSpec, samples: int | None = None, epochs: int | None = N
             seed=spec.seed,
             index=spec.index,
             description=spec.describe(),
+            sized=sized,
             constants=constants,
         )
         + _MODELS[spec.kind]
