@@ -90,6 +90,24 @@ _KIND_OF = (
 )
 
 
+# Layers whose training-mode output depends on the rest of the batch or on a random draw: a shard
+# of the batch would not compute what the whole batch computes, so a split would not be the same step.
+BATCH_DEPENDENT = (
+    nn.modules.batchnorm._BatchNorm,
+    nn.modules.dropout._DropoutNd,
+    nn.AlphaDropout,
+    nn.FeatureAlphaDropout,
+)
+
+
+def batch_dependent_layers(model: nn.Module) -> list[str]:
+    return [
+        f"{name or type(m).__name__} ({type(m).__name__})"
+        for name, m in model.named_modules()
+        if isinstance(m, BATCH_DEPENDENT)
+    ]
+
+
 def _kind(module: nn.Module) -> str:
     for types, kind in _KIND_OF:
         if isinstance(module, types):
@@ -222,6 +240,8 @@ def assemble_profile(
         dataset_size=int(dataset_size),
         batch_size=int(batch_size),
         epochs=int(epochs),
+        # what a plan that shards the batch must know before it is offered (parallel/split_backend.py)
+        extra={"batch_dependent": batch_dependent_layers(model)},
     )
 
 

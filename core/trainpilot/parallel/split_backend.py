@@ -58,6 +58,12 @@ class SplitBackend(Backend):
         # (split_runner.py); a batch that cannot be cut along its samples fails the first step,
         # and the run falls back to the CPU with that reason.
         kinds = dict(getattr(profile, "layer_kinds", {}) or {})
+        dependent = list((getattr(profile, "extra", None) or {}).get("batch_dependent") or ())
+        if dependent:
+            return Availability(
+                False,
+                f"{', '.join(dependent[:3])}: computes something different on a shard than on the whole batch",
+            )
         if kinds.get("norm"):
             # the profile does not tell BatchNorm (batch statistics) from LayerNorm (per sample)
             return Availability(

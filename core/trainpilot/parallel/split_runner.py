@@ -34,28 +34,12 @@ from torch import nn
 from trainpilot.errors import BackendUnavailable, JobError
 from trainpilot.job.objective import batch_size_of, slice_batch, to_device
 from trainpilot.job.precision import autocast
+from trainpilot.job.workload import batch_dependent_layers
 from trainpilot.plans import Plan
 from trainpilot.predict.shares import finish_time_shares, shard_weights
 
 EXPLORE_STEPS = 8  # steps that may skew the split to learn how each worker's time grows with its share
 WINDOW = 24  # recent steps per worker in the fit: a few epochs' worth of spread, but follows load changes
-
-# Layers whose training-mode output depends on the rest of the batch or on a random draw: a shard
-# would not compute what the whole batch computes, so the split would not be the same step.
-BATCH_DEPENDENT = (
-    nn.modules.batchnorm._BatchNorm,
-    nn.modules.dropout._DropoutNd,
-    nn.AlphaDropout,
-    nn.FeatureAlphaDropout,
-)
-
-
-def batch_dependent_layers(model: nn.Module) -> list[str]:
-    return [
-        f"{name or type(m).__name__} ({type(m).__name__})"
-        for name, m in model.named_modules()
-        if isinstance(m, BATCH_DEPENDENT)
-    ]
 
 
 class WorkerModel:

@@ -134,3 +134,17 @@ def test_worker_model_fits_fixed_and_per_sample_cost() -> None:
     for n in (8, 16, 24):
         flat.add(n, 0.01)
     assert flat.fit() is None  # all overhead: no speed to split by
+
+
+def test_a_job_with_dropout_is_not_offered_the_split_with_the_reason() -> None:
+    # the profile carries the batch-dependent layers, so the plan is refused before it is offered,
+    # not when the run moves onto it
+    from trainpilot.job.workload import profile_model
+    from trainpilot.parallel.split_backend import SplitBackend
+
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 10))
+    profile = profile_model(model, (1, 28, 28), 10, 96, batch_size=32)
+    verdict = SplitBackend().supports_plan(profile, TWO_CPU)
+    assert not verdict and "Dropout" in verdict.reason
+    plain = profile_model(nn.Sequential(nn.Flatten(), nn.Linear(784, 10)), (1, 28, 28), 10, 96, batch_size=32)
+    assert SplitBackend().supports(plain)
