@@ -478,13 +478,18 @@ class ClosedLoop:
         self._recent = []
 
     def _check_move(self, segments: list[Segment]) -> Iterator[ev.Event]:
-        """The new plan's pace has settled: keep the move if it paid, else move back."""
+        """The new plan's pace has settled: keep the move if it paid, else move to the plan measured
+        fastest under this load (the one it left, or one the run met there before)."""
         s = self.s
         assert self._after_move is not None and self.pace is not None
         old, old_step, trigger = self._after_move
         self._after_move = None
         new: Plan = s.plan  # type: ignore[assignment]
-        if self.pace <= old_step * MOVE_BACK or s.plan == old:
+        back, back_step = old, old_step
+        for plan, step in self.measured.run_paces(self.load_base).items():
+            if plan != new and plan not in self.refuted and step < back_step and plan in self._candidates():
+                back, back_step = plan, step
+        if self.pace <= back_step * MOVE_BACK or s.plan == back:
             yield ev.AgentStepped(
                 s.run_id,
                 "observe",
@@ -495,12 +500,13 @@ class ClosedLoop:
             )
             return
         self.refuted.add(new)
+        where = "before the move" if back == old else "measured earlier under this load"
         reason = (
-            f"{new.short_label} steps in {fmt_s(self.pace)}, {self.pace / old_step:.2f}x the {fmt_s(old_step)}"
-            f" of {old.short_label} before the move: the move did not pay; moving back"
+            f"{new.short_label} steps in {fmt_s(self.pace)}, {self.pace / back_step:.2f}x the {fmt_s(back_step)}"
+            f" of {back.short_label} {where}: the move did not pay; moving to {back.short_label}"
         )
         yield ev.AgentStepped(s.run_id, "observe", reason, None, {"trigger": "verify"})
-        yield from self._move(old, "verify", reason, self.pace, segments)
+        yield from self._move(back, "verify", reason, self.pace, segments)
 
     # ---------------------------------------------------------------- near ties
 

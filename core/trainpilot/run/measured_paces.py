@@ -43,6 +43,11 @@ class MeasuredPaces:
             return self.history[key], "earlier runs"
         return None
 
+    def run_paces(self, others: float) -> dict[Plan, float]:
+        """Every plan this run measured under a load like `others`."""
+        key = load_key(others)
+        return {plan: step for (plan, k), step in self.run.items() if k == key}
+
 
 def history_paces(history: Any, machine_id: str, footprint: str) -> dict[tuple[Plan, int], float]:
     """The median step time of each plan under each whole-core load, from the history's rows of

@@ -46,6 +46,30 @@ def test_a_clear_prediction_still_moves_at_once_and_the_move_is_checked_on_its_s
     assert any("the move paid" in t for t in texts)
 
 
+def test_a_move_that_did_not_pay_goes_to_the_plan_measured_fastest_under_that_load():
+    # idle on two threads in channels_last; the load moves the run to one thread; when it leaves, two
+    # threads in NCHW are predicted fastest and are not: the run goes to the plan it measured fastest
+    # idle (channels_last), not back to the one thread it left
+    from trainpilot.plans import Plan
+
+    cl = Plan("cpu", threads=2, memory_format="channels_last")
+    truth = StepTable(
+        {(cl, 0): 0.020, (TWO, 0): 0.026, (ONE, 0): 0.030, (cl, 1): 0.060, (TWO, 1): 0.070, (ONE, 1): 0.030}
+    )
+    # the model thinks one thread suffers as much as two beside the busy core: the run measures it
+    # half that, and that bias makes two threads in NCHW look fastest once the load has gone
+    predicted = StepTable(
+        {(cl, 0): 0.020, (TWO, 0): 0.026, (ONE, 0): 0.030, (cl, 1): 0.060, (TWO, 1): 0.070, (ONE, 1): 0.060}
+    )
+    run = ScriptedRun(cl, truth, predicted, others=busy_between(6.0, 14.0))
+    run.run(until=lambda r: len(r.moves()) >= 3)
+    texts = run.texts()
+    assert [m.plan for m in run.moves()] == [ONE, TWO, cl], texts
+    assert any("measured earlier under this load: the move did not pay; moving to cpu×2 · cl" in t for t in texts), (
+        texts
+    )
+
+
 def test_a_pace_measured_in_earlier_runs_decides_without_a_trial(tmp_path):
     # an earlier run of this workload met one thread beside a busy core: that measurement, not the
     # misleading prediction, answers the load
