@@ -9,6 +9,9 @@ on the step the Trainer runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from trainpilot.hosted.plan_rows import row_for
 from trainpilot.hosted.record import Decision
 from trainpilot.plans import Plan
@@ -25,3 +28,20 @@ def why_plan_again(decision: Decision, plan: Plan, batch_size: int | None) -> st
         # it was not allowed to weigh is a question of what it was told
         return f"the decision weighed no {plan.precision} plan; this Trainer trains in {plan.precision}"
     return None
+
+
+def plan_again(
+    plan_here: Callable[[], Any], choice: Any, why: str, planning: list[str], note: Callable[[str], None]
+) -> Any:
+    """The decision planned again for what the host runs (`plan_here`, a Choice); where that fails,
+    the decision as it was, with a note saying the prediction is not for the host's step."""
+    try:
+        again = plan_here()
+    except Exception as exc:  # noqa: BLE001 - the old decision still records the run
+        note(
+            f"{why}; planning again failed ({type(exc).__name__}: {exc}): predicted from the decision's"
+            f" batch of {choice.profile.batch_size}"
+        )
+        return choice
+    planning.append(f"{why}: one real batch of {again.profile.batch_size} profiled, every plan predicted again")
+    return again

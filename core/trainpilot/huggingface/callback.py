@@ -18,7 +18,7 @@ import sys
 import warnings
 from typing import Any
 
-from trainpilot.hosted.planned_for import why_plan_again
+from trainpilot.hosted.planned_for import plan_again, why_plan_again
 from trainpilot.hosted.record import HostedRun, expect
 from trainpilot.huggingface.choice import Choice, allowed_precision, last_choice, plan_model, remember
 from trainpilot.huggingface.mapping import plan_of_arguments, runnable, trainer_accelerator
@@ -155,18 +155,12 @@ class CallbackHooks:
     def _plan_again(
         self, args: Any, model: Any, loader: Any, batch: int | None, choice: Choice, why: str, planning: list[str]
     ) -> Choice:
-        """The decision planned again for what this Trainer runs; where that fails, the decision as
-        it was, with a line saying the prediction is not for the Trainer's step."""
-        try:
-            again = self._plan_here(args, model, loader, batch, precision=choice.precision, objective=choice.objective)
-        except Exception as exc:  # noqa: BLE001 - the old decision still records the run
-            self._note(
-                f"{why}; planning again failed ({type(exc).__name__}: {exc}): predicted from the decision's"
-                f" batch of {choice.profile.batch_size}"
-            )
-            return choice
-        planning.append(f"{why}: one real batch of {again.profile.batch_size} profiled, every plan predicted again")
-        return again
+        """The decision planned again for what this Trainer runs (hosted/planned_for.py)."""
+
+        def here() -> Choice:
+            return self._plan_here(args, model, loader, batch, precision=choice.precision, objective=choice.objective)
+
+        return plan_again(here, choice, why, planning, self._note)
 
     def _plan_here(
         self, args: Any, model: Any, loader: Any, batch: int | None, *, precision: str, objective: str | None = None

@@ -13,7 +13,7 @@ import warnings
 from typing import Any
 
 from trainpilot.hosted.plan_rows import plan_of_device
-from trainpilot.hosted.planned_for import why_plan_again
+from trainpilot.hosted.planned_for import plan_again, why_plan_again
 from trainpilot.hosted.record import HostedRun, expect
 from trainpilot.lightning.choice import Choice, last_choice, plan_module, remember
 from trainpilot.lightning.mapping import fit_precision
@@ -125,18 +125,12 @@ class CallbackHooks:
     def _plan_again(
         self, loader: Any, pl_module: Any, precision: str | None, choice: Choice, why: str, planning: list[str]
     ) -> Choice:
-        """The decision planned again for what this fit runs; where that fails, the decision as it
-        was, with a line saying the prediction is not for the fit's step."""
-        try:
-            again = self._plan_here(loader, pl_module, precision, objective=choice.objective)
-        except Exception as exc:  # noqa: BLE001 - the old decision still records the fit
-            self._note(
-                f"{why}; planning again failed ({type(exc).__name__}: {exc}): predicted from the decision's"
-                f" batch of {choice.profile.batch_size}"
-            )
-            return choice
-        planning.append(f"{why}: one real batch of {again.profile.batch_size} profiled, every plan predicted again")
-        return again
+        """The decision planned again for what this fit runs (hosted/planned_for.py)."""
+
+        def here() -> Choice:
+            return self._plan_here(loader, pl_module, precision, objective=choice.objective)
+
+        return plan_again(here, choice, why, planning, self._note)
 
     def _plan_here(
         self, loader: Any, pl_module: Any, precision: str | None = None, *, objective: str | None = None
