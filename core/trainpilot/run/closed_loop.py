@@ -396,7 +396,7 @@ class ClosedLoop:
         else:
             seen = f"other processes now use {others:.1f} core(s) (was {self.load_base:.1f}){pace_text}"
         yield ev.AgentStepped(s.run_id, "observe", seen, None, {"trigger": trigger, "other_cores": round(others, 3)})
-        tie = measured and not decision.moves and self._inside_the_noise(decision, load)
+        tie = measured and not decision.moves and self._inside_the_noise(decision)
         if not tie:
             yield ev.AgentStepped(s.run_id, "think", decision.text(), None, _think_data(decision))
         self._adopt_load(load, others)
@@ -425,7 +425,7 @@ class ClosedLoop:
         step = predicted * self.bias
         return Option(plan, step, self._move_cost(plan, step))
 
-    def _inside_the_noise(self, decision: Rethink, load: Any) -> bool:
+    def _inside_the_noise(self, decision: Rethink) -> bool:
         """Whether the best other plan, known only by prediction, could be faster than the current
         plan measured: predicted within a cold prediction's usual miss, or its interval reaching."""
         best = decision.best
@@ -433,8 +433,8 @@ class ClosedLoop:
             return False
         if best.step_s <= NEAR_TIE_MISS * decision.current_step_s:
             return True
-        prediction = self._prediction(best.plan, load)
-        low, _high = self.s.forecast.bounds(best.plan, best.step_s) if prediction is not None else (None, None)
+        # a predicted option exists only where the predictor answered (_option): its interval is the forecast's
+        low, _high = self.s.forecast.bounds(best.plan, best.step_s)
         return low is not None and low <= decision.current_step_s
 
     def _adopt_load(self, load: Any, others: float) -> None:
